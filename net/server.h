@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs daemon's listeners: accepts forwarders (iofs-run) on Unix and TCP
+ * sockets, speaks the wire protocol (docs/protocol.md), registers their
+ * ranks in the router, turns DATA frames into non-blocking deliveries and
+ * the router's latches into XOFF/XON frames.
+ *
+ * Runs on the daemon's single libevent loop; every call on that thread.
+ */
+#ifndef IOFS_NET_SERVER_H
+#define IOFS_NET_SERVER_H
+
+#include <stdbool.h>
+
+#include "router/router.h"
+
+struct event_base;
+typedef struct net_server net_server_t;
+
+struct net_server_config {
+	bool allow_remote_tcp; /* accept TCP peers not on loopback */
+	bool debug;            /* log every frame */
+};
+
+/* Returns 0 or -errno.  *out owned by the caller: net_server_free(). */
+int net_server_new(struct event_base *base, router_t *r,
+                   const struct net_server_config *cfg, net_server_t **out);
+
+/*
+ * Start listening on @addr: "unix:/path" or "tcp:HOST:PORT" (NULL = the
+ * documented default, net_default_addr()).  May be called several times.
+ * Returns 0, or -errno with a message in @err (size @errlen) that says what
+ * to do (e.g. "address in use: another iofs is listening on ...").
+ */
+int net_server_listen(net_server_t *s, const char *addr, char *err,
+                      size_t errlen);
+
+/* Stop accepting new connections (existing ones carry on). Idempotent. */
+void net_server_stop_listening(net_server_t *s);
+
+/* Close every connection: their running ranks become LOST, their latches are
+ * released by the router; unlink Unix socket files we created.  NULL-safe. */
+void net_server_free(net_server_t *s);
+
+/* The default address: $IOFS_ADDR, else unix:$XDG_RUNTIME_DIR/iofs.sock,
+ * else unix:/run/iofs.sock (root) or unix:/tmp/iofs-<uid>.sock.  Returns a
+ * static buffer. */
+const char *net_default_addr(void);
+
+#endif /* IOFS_NET_SERVER_H */

@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs router: the core of the I/O forwarding filesystem.
+ *
+ * The router receives forwarded output from producers (deliver), keeps a
+ * retained window of every stream, serves it to any number of readers with
+ * independent cursors (pull), routes stdin bytes to ranks' sinks (push),
+ * formats the merged per-job views, and turns slow consumers into XOFF/XON
+ * toward producers.  It knows nothing of FUSE or sockets: adapters (fs/, net/)
+ * sit on both sides of it.
+ *
+ * Threads.  The router lives on ONE libevent loop (the event_base passed to
+ * router_new()).  Every function here must be called on that loop's thread,
+ * except router_deliver() and router_defer(), which may be called from any
+ * thread.  Every callback the router makes runs on the loop thread.
+ *
+ * Status codes (dbus-broker style).  0 is success.  Positive ROUTER_* codes
+ * are expected outcomes the caller must handle.  Negative values are -errno
+ * and are fatal: forward them.
+ *
+ * Ownership rules are stated on each call.  Handles (router_job_t,
+ * router_rank_t, router_reader_t, ...) are opaque.
+ *
+ * ORTE iof verbs (seed 003) map onto this API as follows:
+ *   publish / unpublish   router_rank_register() / router_rank_exit()
+ *   pull                  router_reader_open()
+ *   push                  router_push()
+ *   subscribe / unsub.    router_subscribe() / router_unsubscribe()
+ *   flush                 router_flush()
+ */
+#ifndef IOFS_ROUTER_H
+#define IOFS_ROUTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct event_base;
+
+typedef struct router router_t;
+typedef struct router_job router_job_t;
+typedef struct router_rank router_rank_t;
+typedef struct router_reader router_reader_t;
+typedef struct router_sub router_sub_t;
+typedef struct router_push router_push_t;
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+
+enum {
+	ROUTER_SUCCESS = 0,             /* accepted (non-blocking forms) / done */
+	ROUTER_OPERATION_SUCCEEDED = 1, /* blocking form completed; no callback */
+	ROUTER_AGAIN = 2,               /* read at the live end: park and retry */
+	ROUTER_WOULD_BLOCK = 3,         /* blocking form called on the loop thread */
+	ROUTER_ERR_NOT_AVAILABLE = 4,   /* router shut down / loop stopped */
+	ROUTER_ERR_INIT = 5,            /* router is NULL / not initialised */
+	ROUTER_ERR_BAD_PARAM = 6,       /* invalid name, channel, rank, ... */
+	ROUTER_ERR_NOT_FOUND = 7,       /* no such job or rank */
+	ROUTER_ERR_EXISTS = 8,          /* (nspace, rank) registered and running */
+	ROUTER_ERR_PIPE = 9,            /* stdin target has exited / closed */
+	ROUTER_ERR_CANCELED = 10,       /* operation dropped by teardown */
+	ROUTER_ERR_BUSY = 11,           /* job still running (remove) */
+	ROUTER_ERR_NOMEM = -12,         /* == -ENOMEM */
+};
+
+/* Human-readable name for any code above or any -errno. Never NULL. */
+const char *router_strerror(int status);
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                     */
+
+#define ROUTER_NSPACE_MAX 255
+#define ROUTER_RANK_WILDCARD UINT32_MAX /* every rank of the job */
+#define ROUTER_RANK_MAX (UINT32_MAX - 1)
+
+/* Channel bits: the same values as PMIx's pmix_iof_channel_t. */
+enum {
+	ROUTER_CH_STDIN = 0x1,
+	ROUTER_CH_STDOUT = 0x2,
+	ROUTER_CH_STDERR = 0x4,
+	ROUTER_CH_STDDIAG = 0x8,
+};
+
+typedef struct router_proc {
+	char nspace[ROUTER_NSPACE_MAX + 1];
+	uint32_t rank; /* or ROUTER_RANK_WILDCARD where allowed */
+} router_proc_t;
+
+/* 1-255 bytes, no '/', no NUL inside, not "." or "..". */
+bool router_nspace_valid(const char *nspace, size_t len);
+
+/* Fill *proc; ROUTER_ERR_BAD_PARAM on an invalid nspace. */
+int router_proc_set(router_proc_t *proc, const char *nspace, uint32_t rank);
+
+/* ------------------------------------------------------------------------ */
+/* Directives (seed 001): a small presence/value bitmask.                    */
+
+enum {
+	ROUTER_DIR_COMPLETE = 1u << 0,     /* source channel closed: EOF */
+	ROUTER_DIR_TAG_OUTPUT = 1u << 1,   /* "[nspace,rank]<stdout>: " (default) */
+	ROUTER_DIR_RANK_OUTPUT = 1u << 2,  /* "[rank]<stdout>: " */
+	ROUTER_DIR_XML_OUTPUT = 1u << 3,   /* <stdout nspace=.. rank=..>..</stdout> */
+	ROUTER_DIR_TIMESTAMP = 1u << 4,    /* add the time before the tag */
+	ROUTER_DIR_OUTPUT_RAW = 1u << 5,   /* no line buffering in merged view */
+	ROUTER_DIR_LOCAL_OUTPUT = 1u << 6, /* emit to local sinks (absent: yes) */
+	ROUTER_DIR_KNOWN_MASK = (1u << 7) - 1,
+};
+
+/*
+ * A directive is "present" when its bit is in @set; its boolean value is the
+ * same bit in @value.  Bits outside ROUTER_DIR_KNOWN_MASK are ignored
+ * (unknown directives are ignored).  A NULL directives pointer means none.
+ */
+typedef struct router_directives {
+	uint32_t set;
+	uint32_t value;
+} router_directives_t;
+
+/* true if @bit is present and true in @d (NULL-safe). */
+bool router_dir_on(const router_directives_t *d, uint32_t bit);
+/* LOCAL_OUTPUT: absent means yes. */
+bool router_dir_local_output(const router_directives_t *d);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                   */
+
+typedef void (*router_op_cb_t)(int status, void *cbdata);
+typedef uint64_t (*router_clock_fn)(void *ctx); /* CLOCK_REALTIME, ns */
+typedef void (*router_log_fn)(void *ctx, int level, const char *msg);
+
+struct router_config {
+	size_t window;         /* retained bytes per stream; 0 = 1 MiB */
+	size_t low_water;      /* XON when the lag falls to this; 0 = window/2 */
+	size_t budget;         /* bound on the sum of all buffers; 0 = 1 GiB */
+	uint32_t buffering_ms; /* partial-line flush delay; 0 = 100 ms */
+	size_t buffering_size; /* flush a partial line at this size; 0 = 4 KiB */
+	router_clock_fn clock; /* NULL = clock_gettime(CLOCK_REALTIME) */
+	void *clock_ctx;
+	router_log_fn log; /* NULL = stderr; level is a syslog LOG_* level */
+	void *log_ctx;
+};
+
+/*
+ * Create a router on @base.  The calling thread becomes the loop thread (the
+ * one that runs event_base_dispatch(@base)); see router_set_loop_thread().
+ * For the blocking deliver form @base must have locking enabled
+ * (evthread_use_pthreads() before event_base_new()).  @cfg may be NULL.
+ * Returns 0 or -errno; *out owns the router, free it with router_free().
+ */
+int router_new(struct event_base *base, const struct router_config *cfg,
+               router_t **out);
+
+/* Declare the calling thread the loop thread. */
+void router_set_loop_thread(router_t *r);
+
+/*
+ * Shut the router down: complete every stream (partial lines flushed), answer
+ * every parked reader (EOF via its ready callback), fail every pending push
+ * with ROUTER_ERR_CANCELED, release every XOFF latch (counted as XON), fire
+ * every outstanding callback exactly once.  Afterwards router_deliver() and
+ * router_push() return ROUTER_ERR_NOT_AVAILABLE.  Idempotent.
+ */
+void router_shutdown(router_t *r);
+
+/* router_shutdown() if needed, then free everything. NULL-safe. */
+void router_free(router_t *r);
+
+/* Flush partial lines whose delay expired.  The router's own loop timer
+ * calls this; tests call it after moving their clock. */
+void router_run_timers(router_t *r);
+
+/* Run @fn(@arg) on the loop thread, soon.  Thread-safe.  Returns 0,
+ * ROUTER_ERR_NOT_AVAILABLE after shutdown (fn not called) or -ENOMEM. */
+int router_defer(router_t *r, void (*fn)(void *arg), void *arg);
+
+/* ------------------------------------------------------------------------ */
+/* Producers: publish (register) and unpublish (exit) a rank                */
+
+enum router_state {
+	ROUTER_STATE_RUNNING = 0,
+	ROUTER_STATE_EXITED = 1,
+	ROUTER_STATE_LOST = 2,
+};
+const char *router_state_name(enum router_state s); /* running|exited|lost */
+
+/*
+ * The adapter that owns a rank's producer side.  All ops run on the loop
+ * thread, possibly synchronously inside any router call (router_deliver,
+ * router_reader_read, router_reader_close, router_push, ...), and must not
+ * call back into the router.  Any op may be NULL.
+ */
+struct router_source_ops {
+	/* Stop (xoff=true) or resume reading @channel of @rank at its source.
+	 * Called only on transitions of the (rank, channel) latch, so calls
+	 * alternate strictly, starting with xoff=true. */
+	void (*flow)(void *ctx, router_rank_t *rank, uint32_t channel, bool xoff);
+	/* Forward stdin bytes; the adapter copies them before returning.
+	 * Return 0, or -errno (the push then fails with ROUTER_ERR_PIPE). */
+	int (*stdin_write)(void *ctx, router_rank_t *rank, const void *bytes,
+	                   size_t len);
+	/* The last stdin writer is gone: forward EOF. */
+	void (*stdin_eof)(void *ctx, router_rank_t *rank);
+};
+
+struct router_rank_info {
+	int64_t pid;           /* -1 if unknown */
+	const char *host;      /* copied; NULL = "" */
+	uint32_t uid, gid;     /* the job's owner (first rank sets it) */
+	uint32_t job_size;     /* expected ranks, 0 = unknown */
+	router_directives_t dirs; /* job-level defaults for the merged view */
+};
+
+/*
+ * Register (publish) a running rank.  Creates the job if needed.  If the job
+ * exists and is complete, it is replaced (removed first; open readers keep
+ * the old one alive).  ROUTER_ERR_EXISTS if the rank is registered and
+ * running.  *out is valid until router_rank_exit() for it returns; @ops and
+ * @ctx must stay valid until then.
+ */
+int router_rank_register(router_t *r, const router_proc_t *proc,
+                         const struct router_rank_info *info,
+                         const struct router_source_ops *ops, void *ctx,
+                         router_rank_t **out);
+
+/*
+ * Unpublish: the rank ended (EXITED, with @exit_status as a wait() status
+ * or 128+signal convention documented in docs/design.md) or its producer
+ * vanished (LOST).  Completes its stdout/stderr (partial lines flushed),
+ * releases every latch of the rank (counted), fails its pending pushes with
+ * ROUTER_ERR_PIPE, forgets @ops.  Idempotent.  The rank object stays in the
+ * job for readers and stats.
+ */
+void router_rank_exit(router_rank_t *rank, enum router_state state,
+                      int exit_status);
+
+/*
+ * Deliver forwarded output (seed 001 semantics).
+ *
+ * @source must name one rank.  An unregistered rank is registered on the fly
+ * with no source ops (PMIx sources work like that).  @channel is exactly one
+ * of STDOUT, STDERR, STDDIAG.  @len may be 0 (with COMPLETE: just EOF).
+ *
+ * Non-blocking (@cbfunc != NULL): returns ROUTER_SUCCESS = accepted; @cbfunc
+ * fires exactly once, on the loop thread, never inside this call, with the
+ * final status, when the router no longer needs @bytes; the caller keeps
+ * @bytes and @dirs until then.  Any other return: not accepted, @cbfunc will
+ * not fire, the caller may free at once.
+ *
+ * Blocking (@cbfunc == NULL): from any thread but the loop's, the work is
+ * shifted into the loop and ROUTER_OPERATION_SUCCEEDED returned when done.
+ * On the loop thread: ROUTER_WOULD_BLOCK at once, nothing done, a diagnostic
+ * naming the call is logged.
+ *
+ * Other returns: ROUTER_ERR_INIT (r NULL), ROUTER_ERR_BAD_PARAM,
+ * ROUTER_ERR_NOT_AVAILABLE (shut down), ROUTER_ERR_NOMEM.
+ */
+int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
+                   const void *bytes, size_t len,
+                   const router_directives_t *dirs, router_op_cb_t cbfunc,
+                   void *cbdata);
+
+/* ------------------------------------------------------------------------ */
+/* Jobs and ranks: lookup, iteration, stats                                 */
+
+/* Borrowed pointers, valid until the job is removed or replaced; take a
+ * reference to keep one longer. */
+router_job_t *router_job_lookup(router_t *r, const char *nspace);
+router_job_t *router_job_first(router_t *r);
+router_job_t *router_job_next(router_job_t *job);
+/* Keep a job (and all its ranks and streams) alive after removal. */
+router_job_t *router_job_ref(router_job_t *job);
+void router_job_unref(router_job_t *job); /* NULL-safe */
+
+const char *router_job_nspace(const router_job_t *job);
+bool router_job_removed(const router_job_t *job); /* unlinked from registry */
+/* Ranks in ascending order: router_job_rank_at(job, 0 .. count-1). */
+size_t router_job_rank_count(const router_job_t *job);
+router_rank_t *router_job_rank_at(const router_job_t *job, size_t i);
+router_rank_t *router_job_rank(const router_job_t *job, uint32_t rank);
+router_job_t *router_rank_job(const router_rank_t *rank);
+uint32_t router_rank_id(const router_rank_t *rank);
+
+/* Remove a completed job from the registry (rmdir).  ROUTER_ERR_BUSY while
+ * any rank runs.  Open readers keep their references. */
+int router_job_remove(router_t *r, router_job_t *job);
+
+struct router_stats {
+	enum router_state state; /* job: running until every known rank ended */
+	int64_t pid;             /* rank only; -1 for jobs */
+	const char *host;        /* rank only, borrowed; "" for jobs */
+	int exit_status;         /* rank; job: first non-zero, else 0 */
+	uint32_t uid, gid;
+	uint32_t ranks;    /* job: registered ranks; rank: 1 */
+	uint32_t job_size; /* as announced, 0 = unknown */
+	uint64_t stdout_bytes, stderr_bytes, stdin_bytes;
+	uint64_t stdout_xoff, stdout_xon, stderr_xoff, stderr_xon;
+	uint64_t stdin_xoff, stdin_xon;
+	uint64_t dropped_bytes; /* discarded unread beyond the window */
+	uint64_t stdin_discarded; /* undeliverable stdin at rank exit */
+};
+void router_job_stats(const router_job_t *job, struct router_stats *out);
+void router_rank_stats(const router_rank_t *rank, struct router_stats *out);
+
+/* Stream attributes for getattr.  @rank may be ROUTER_RANK_WILDCARD (the
+ * merged view).  size = bytes produced so far (never shrinks); mtime_ns =
+ * time of the last append (or of creation); complete = EOF reached. */
+struct router_stream_attr {
+	uint64_t size;
+	uint64_t mtime_ns;
+	bool complete;
+};
+int router_stream_attr(router_job_t *job, uint32_t rank, uint32_t channel,
+                       struct router_stream_attr *out);
+
+/* ------------------------------------------------------------------------ */
+/* Readers (pull)                                                            */
+
+enum {
+	/* The reader does not hold the producer back: if it lags beyond the
+	 * window, bytes are discarded under it (counted) instead of XOFF. */
+	ROUTER_READER_NONBLOCK = 1u << 0,
+};
+
+/*
+ * Attach a reader to one stream: @rank's @channel (STDOUT|STDERR), or the
+ * merged view with @rank == ROUTER_RANK_WILDCARD.  Its cursor starts at the
+ * oldest retained byte.  Unless NONBLOCK, an attached reader is a consumer
+ * in the flow-control sense: while its cursor lags the stream end by more
+ * than the window, the producer(s) are XOFFed; the lag falling to the low
+ * watermark, or the reader closing, releases them.
+ * @ready fires on the loop thread from a deferred loop event (never
+ * synchronously inside a router call), after new bytes were appended or the
+ * stream completed; notifications coalesce and may be spurious.  It may call
+ * router_reader_read() but must not close the reader.
+ * Takes a reference on the job.  Returns 0 or a code.
+ */
+int router_reader_open(router_job_t *job, uint32_t rank, uint32_t channel,
+                       unsigned flags, void (*ready)(void *cbdata),
+                       void *cbdata, router_reader_t **out);
+
+/*
+ * Read up to @size bytes at file offset @off.  Offsets are absolute stream
+ * positions, except that a reader asking for discarded bytes is moved to the
+ * oldest retained byte, and its later offsets keep that skew, so it neither
+ * fails nor sees garbage or repeats (docs/filesystem.md).
+ * Returns ROUTER_SUCCESS with *n > 0 and @iov (1 or 2 entries, pointing into
+ * the router's buffer: valid until the next router call) filled, or
+ * ROUTER_SUCCESS with *n == 0 at the end of a completed stream (EOF), or
+ * ROUTER_AGAIN at the live end.  Moves the reader's cursor to the end of
+ * what it returned (which may release an XOFF).
+ */
+int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
+                       struct iovec iov[2], int *iovcnt, size_t *n);
+
+/* Bytes available at @off without blocking (0 at the live end or EOF). */
+uint64_t router_reader_avail(router_reader_t *rd, uint64_t off);
+/* True once the stream has completed and @off is at (or past) its end. */
+bool router_reader_eof(router_reader_t *rd, uint64_t off);
+
+/* Detach; releases any latch this reader held.  NULL-safe.  @ready will
+ * not fire after this returns.  Drops the job reference. */
+void router_reader_close(router_reader_t *rd);
+
+/* ------------------------------------------------------------------------ */
+/* Subscribers (subscribe): a callback per fragment, for in-process sinks     */
+
+enum {
+	/* A local sink (console, output files): skips fragments delivered with
+	 * LOCAL_OUTPUT=false. */
+	ROUTER_SUB_LOCAL = 1u << 0,
+};
+
+/* Per-rank raw fragment, synchronously from inside router_deliver() on the
+ * loop thread.  Completion of a channel arrives as @len == 0 with
+ * ROUTER_DIR_COMPLETE set in @dirs.  @bytes and @dirs are borrowed. */
+typedef void (*router_fragment_fn)(void *cbdata, const router_proc_t *src,
+                                   uint32_t channel, const void *bytes,
+                                   size_t len, const router_directives_t *dirs);
+
+/* @nspace NULL = every job; @rank may be ROUTER_RANK_WILDCARD; @channels is a
+ * mask.  *out stays valid until router_unsubscribe(). */
+int router_subscribe(router_t *r, const char *nspace, uint32_t rank,
+                     uint32_t channels, unsigned flags, router_fragment_fn cb,
+                     void *cbdata, router_sub_t **out);
+void router_unsubscribe(router_sub_t *sub); /* NULL-safe */
+
+/* ------------------------------------------------------------------------ */
+/* stdin (push)                                                              */
+
+enum {
+	ROUTER_PUSH_COMPLETE = 1u << 0, /* EOF after the bytes (len may be 0) */
+};
+
+/*
+ * Push stdin bytes to @rank of @job, or to every rank (broadcast) with
+ * ROUTER_RANK_WILDCARD.  Per rank, pushes reach the sink in call order.
+ * While a target's sink is XOFFed (router_stdin_flow()), the push waits for
+ * it; a broadcast completes when the slowest target has taken it.
+ * Returns ROUTER_SUCCESS (accepted; @cbfunc fires exactly once, never inside
+ * this call, with ROUTER_SUCCESS once every target took the bytes, or
+ * ROUTER_ERR_PIPE / ROUTER_ERR_CANCELED), or an error (not accepted, no
+ * callback): ROUTER_ERR_PIPE (every target has exited), ROUTER_ERR_NOT_FOUND,
+ * ROUTER_ERR_NOT_AVAILABLE.  The caller keeps @bytes until the callback.
+ * If @handle is non-NULL it receives a handle for router_push_cancel(),
+ * valid until the callback fires.
+ */
+int router_push(router_job_t *job, uint32_t rank, const void *bytes,
+                size_t len, unsigned flags, router_op_cb_t cbfunc,
+                void *cbdata, router_push_t **handle);
+
+/*
+ * Withdraw a pending push (an interrupted write).  Returns the bytes already
+ * consumed: 0 if no target took them yet (nothing will be sent), or len if
+ * at least one broadcast target took them (the rest still receive them in
+ * the background: a broadcast is never half-delivered).  After this returns
+ * the push's callback will not fire.
+ */
+size_t router_push_cancel(router_push_t *push);
+
+/* The source adapter reports its rank's stdin sink backed up (xoff=true) or
+ * drained.  Counted as stdin_xoff / stdin_xon; an XOFF outstanding at
+ * router_rank_exit() is released and counted as XON. */
+void router_stdin_flow(router_rank_t *rank, bool xoff);
+
+/*
+ * Writers (the FIFO rule).  A writer attaches to one rank or to the job
+ * (ROUTER_RANK_WILDCARD).  When a rank that has had a writer is left with no
+ * writer on either its own stdin or the job's, it gets EOF (after every
+ * pending push).  Returns 0 or ROUTER_ERR_PIPE / ROUTER_ERR_NOT_FOUND.
+ */
+int router_stdin_attach(router_job_t *job, uint32_t rank);
+void router_stdin_detach(router_job_t *job, uint32_t rank);
+
+/* ------------------------------------------------------------------------ */
+/* Flush                                                                     */
+
+/* @cbfunc fires (loop thread, never inside this call) once every push
+ * accepted before this call has reached its sinks (or failed) and every
+ * deliver accepted before it has completed.  Returns 0 or a code. */
+int router_flush(router_t *r, router_op_cb_t cbfunc, void *cbdata);
+
+#endif /* IOFS_ROUTER_H */

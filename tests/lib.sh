@@ -1,0 +1,98 @@
+# Shared helpers for iofs integration tests (bash).  Source it:
+#   . "$IOFS_SOURCE_DIR/tests/lib.sh"
+# Every test gets its own temp dir ($T), a mountpoint ($MNT), a socket
+# address ($ADDR), and a cleanup trap that kills every process it started
+# (by pid) and unmounts.  Waits are bounded polls, never bare sleeps.
+set -uo pipefail
+
+: "${IOFS_BUILD_DIR:?run under meson test}"
+: "${IOFS_SOURCE_DIR:?run under meson test}"
+IOFS="$IOFS_BUILD_DIR/fs/iofs"
+IOFS_RUN="$IOFS_BUILD_DIR/net/iofs-run"
+T=$(mktemp -d "/tmp/iofs-test.$(basename "$0" .sh).XXXXXX")
+MNT="$T/mnt"
+SOCK="$T/iofs.sock"
+ADDR="unix:$SOCK"
+export IOFS_ADDR="$ADDR"
+mkdir -p "$MNT"
+PIDS=()
+DAEMON_PID=
+TEST_NAME=$(basename "$0")
+
+log() { echo "[$TEST_NAME] $*" >&2; }
+fail() {
+	log "FAIL: $*"
+	exit 1
+}
+
+# track PID: kill it at cleanup
+track() { PIDS+=("$1"); }
+
+is_mounted() { grep -q " $(realpath "$1") " /proc/self/mountinfo 2>/dev/null; }
+
+cleanup() {
+	local rc=$?
+	for p in "${PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.02; done
+		kill -KILL "$p" 2>/dev/null
+	done
+	if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+		kill -TERM "$DAEMON_PID" 2>/dev/null
+		for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+		kill -KILL "$DAEMON_PID" 2>/dev/null
+	fi
+	if is_mounted "$MNT"; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	fi
+	if [ $rc -ne 0 ] && [ -f "$T/iofs.log" ]; then
+		log "daemon log (last 40 lines):"
+		tail -n 40 "$T/iofs.log" >&2
+	fi
+	rm -rf "$T" 2>/dev/null
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_for SECONDS CMD...: poll CMD every 20 ms until it succeeds; 1 on timeout
+wait_for() {
+	local secs=$1
+	shift
+	local deadline=$((SECONDS + secs))
+	until "$@"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.02
+	done
+	return 0
+}
+
+# start_daemon [iofs options...]: foreground daemon on $MNT listening on $ADDR
+start_daemon() {
+	"$IOFS" -f --listen "$ADDR" "$@" "$MNT" >"$T/iofs.log" 2>&1 &
+	DAEMON_PID=$!
+	wait_for 10 is_mounted "$MNT" || fail "daemon did not mount $MNT"
+	wait_for 10 test -S "$SOCK" || fail "daemon did not listen on $SOCK"
+}
+
+# stop_daemon: SIGTERM, expect exit 0 and no mount left
+stop_daemon() {
+	kill -TERM "$DAEMON_PID" || fail "daemon already gone"
+	local rc=0
+	wait "$DAEMON_PID" || rc=$?
+	DAEMON_PID=
+	[ $rc -eq 0 ] || fail "daemon exit status $rc after SIGTERM"
+	! is_mounted "$MNT" || fail "mount left behind after SIGTERM"
+}
+
+# info_get FILE KEY: value of "KEY: value" line
+info_get() { sed -n "s/^$2: //p" "$1" | head -n 1; }
+
+# sha FILE: sha256 hex of FILE
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+assert_eq() { # assert_eq WHAT EXPECTED ACTUAL
+	[ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"
+}
