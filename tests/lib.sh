@@ -7,8 +7,11 @@ set -uo pipefail
 
 : "${IOFS_BUILD_DIR:?run under meson test}"
 : "${IOFS_SOURCE_DIR:?run under meson test}"
-IOFS="$IOFS_BUILD_DIR/fs/iofs"
-IOFS_RUN="$IOFS_BUILD_DIR/net/iofs-run"
+# IOFS_BIN_DIR: run against an installed build (scripts/flowcheck --prefix)
+IOFS="${IOFS_BIN_DIR:-$IOFS_BUILD_DIR/fs}/iofs"
+IOFS_RUN="${IOFS_BIN_DIR:-$IOFS_BUILD_DIR/net}/iofs-run"
+PRODUCE="$IOFS_BUILD_DIR/tests/tools/iofs-produce"
+PACE="$IOFS_BUILD_DIR/tests/tools/iofs-pace"
 T=$(mktemp -d "/tmp/iofs-test.$(basename "$0" .sh).XXXXXX")
 MNT="$T/mnt"
 SOCK="$T/iofs.sock"
@@ -96,3 +99,34 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 assert_eq() { # assert_eq WHAT EXPECTED ACTUAL
 	[ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"
 }
+
+# fd_open PID PATH: true if process PID has PATH open
+fd_open() {
+	local f
+	for f in /proc/"$1"/fd/*; do
+		[ "$(readlink "$f" 2>/dev/null)" = "$2" ] && return 0
+	done
+	return 1
+}
+
+# proc_status PID KEY: a /proc/PID/status value in kB (VmRSS, VmHWM, ...)
+proc_status() { awk -v k="$2:" '$1 == k { print $2 }' /proc/"$1"/status; }
+
+# fd_count PID: number of open fds
+fd_count() { ls /proc/"$1"/fd | wc -l; }
+
+# is_asan BINARY: built with AddressSanitizer (RSS figures mean little there)
+is_asan() { nm -D "$1" 2>/dev/null | grep -q __asan_init || ldd "$1" 2>/dev/null | grep -q libasan; }
+
+# figures NAME k=v...: one machine-readable line for scripts/flowcheck
+figures() {
+	local name=$1
+	shift
+	echo "FIGURES $name $*"
+}
+
+# wait_exit SECONDS PID: wait for PID to end; prints nothing; 1 on timeout
+wait_exit() { wait_for "$1" bash -c "! kill -0 $2 2>/dev/null"; }
+
+# size_ge FILE BYTES: FILE exists and holds at least BYTES
+size_ge() { [ -e "$1" ] && [ "$(stat -c %s "$1")" -ge "$2" ]; }

@@ -1,0 +1,102 @@
+#!/bin/bash
+# Case 8: faults.  (a) kill -9 of a forwarder mid-stream: its rank is lost,
+# its streams complete, readers get EOF, the daemon carries on.  (b) garbage
+# and truncated frames on the daemon's socket while a real job runs: the
+# job's output is still exact.  (c) Ctrl-C of a parked reader and of a parked
+# writer.  (d) SIGTERM of the daemon with parked readers and writers: all
+# answered, clean unmount, exit 0.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+start_daemon
+
+# (a)
+"$IOFS_RUN" --nspace k9 --rank 0 -- sh -c 'echo one; exec sleep 600' &
+K9=$!
+track $K9
+wait_for 10 test -s "$MNT/k9/0/stdout" || fail "(a) no output"
+timeout 30 cat "$MNT/k9/0/stdout" >"$T/k9.out" &
+RD=$!
+wait_for 10 fd_open $RD "$MNT/k9/0/stdout" || fail "(a) reader did not open"
+kill -9 $K9
+wait $K9 2>/dev/null
+wait_exit 10 $RD || fail "(a) reader not given EOF after its forwarder died"
+wait $RD || fail "(a) reader failed"
+assert_eq "(a) data" one "$(cat "$T/k9.out")"
+wait_for 10 bash -c "grep -q '^state: lost' '$MNT/k9/0/info'" || fail "(a) rank not lost"
+pkill -9 -f 'sleep 600' 2>/dev/null # the orphaned rank itself
+
+# (b) a real job of 8 MiB read live while 40 connections throw garbage
+"$IOFS_RUN" --nspace gb --rank 0 -- sh -c \
+	'echo start; head -c 1 >/dev/null; exec "$0" -n 8M -s 81' "$PRODUCE" &
+GB=$!
+track $GB
+{ echo start; "$PRODUCE" -n 8M -s 81; } >"$T/gb.want"
+wait_for 10 test -s "$MNT/gb/0/stdout" || fail "(b) no output"
+timeout 60 cat "$MNT/gb/0/stdout" >"$T/gb.got" &
+GBR=$!
+wait_for 10 fd_open $GBR "$MNT/gb/0/stdout" || fail "(b) reader did not open"
+python3 - "$SOCK" >"$T/garbage.log" 2>&1 <<'PY' &
+import os, random, socket, struct, sys
+random.seed(7)
+for i in range(40):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    kind = i % 4
+    if kind == 0:
+        data = os.urandom(random.randint(1, 4096))
+    elif kind == 1:  # a huge length prefix
+        data = struct.pack('<I', 0xFFFFFFF0) + os.urandom(16)
+    elif kind == 2:  # a truncated frame
+        data = struct.pack('<I', 1000) + os.urandom(10)
+    else:
+        data = b''
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        s.recv(4096)
+    except OSError:
+        pass
+    s.close()
+print("thrown")
+PY
+PY_PID=$!
+printf g >"$MNT/gb/0/stdin"
+wait_exit 60 $PY_PID || fail "(b) garbage thrower hung"
+wait $PY_PID || fail "(b) garbage thrower failed: $(cat "$T/garbage.log")"
+wait_exit 60 $GB || fail "(b) job did not finish"
+wait $GB || fail "(b) iofs-run status $?"
+wait_exit 30 $GBR || fail "(b) reader did not finish"
+wait $GBR || fail "(b) reader failed"
+assert_eq "(b) sha256" "$(sha "$T/gb.want")" "$(sha "$T/gb.got")"
+kill -0 $DAEMON_PID || fail "(b) daemon died"
+
+# (c) Ctrl-C of a parked reader and a parked writer
+"$IOFS_RUN" --nspace cc --rank 0 -- sh -c 'echo x; exec sleep 600' &
+CC=$!
+track $CC
+wait_for 10 test -s "$MNT/cc/0/stdout" || fail "(c) no output"
+env --default-signal=INT cat "$MNT/cc/0/stdout" >/dev/null &
+R=$!
+wait_for 10 fd_open $R "$MNT/cc/0/stdout" || fail "(c) reader did not open"
+env --default-signal=INT dd if=/dev/zero of="$MNT/cc/0/stdin" bs=1M count=64 status=none &
+W=$!
+wait_for 10 fd_open $W "$MNT/cc/0/stdin" || fail "(c) writer did not open"
+wait_for 10 bash -c "[ \"\$(sed -n 's/^stdin_xoff: //p' '$MNT/cc/0/info')\" -gt 0 ]" ||
+	fail "(c) writer never parked behind an XOFF"
+kill -INT $R $W
+wait_exit 3 $R || fail "(c) Ctrl-C did not end the parked reader"
+wait_exit 3 $W || fail "(c) Ctrl-C did not end the parked writer"
+
+# (d) SIGTERM with a parked reader and a parked writer
+timeout 30 cat "$MNT/cc/0/stdout" >/dev/null &
+R2=$!
+dd if=/dev/zero of="$MNT/cc/0/stdin" bs=1M count=64 status=none 2>/dev/null &
+W2=$!
+wait_for 10 fd_open $R2 "$MNT/cc/0/stdout" || fail "(d) reader did not open"
+wait_for 10 fd_open $W2 "$MNT/cc/0/stdin" || fail "(d) writer did not open"
+stop_daemon
+wait_exit 5 $R2 || fail "(d) parked reader not answered at SIGTERM"
+wait $R2 || fail "(d) parked reader got an error instead of EOF"
+wait_exit 5 $W2 || fail "(d) parked writer not answered at SIGTERM"
+pkill -9 -f 'sleep 600' 2>/dev/null
+figures faults lost=ok garbage_conns=40 ctrl_c=ok sigterm=ok
