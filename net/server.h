@@ -19,12 +19,16 @@ typedef struct net_server net_server_t;
 
 struct net_server_config {
 	bool allow_remote_tcp; /* accept TCP peers not on loopback */
-	bool debug;            /* log every frame */
+	bool debug;	       /* log every frame */
+	/* Optional log sink (syslog LOG_* level); NULL = stderr.  Called on
+	 * the loop thread; @msg is borrowed for the call. */
+	void (*log)(void *ctx, int level, const char *msg);
+	void *log_ctx;
 };
 
 /* Returns 0 or -errno.  *out owned by the caller: net_server_free(). */
 int net_server_new(struct event_base *base, router_t *r,
-                   const struct net_server_config *cfg, net_server_t **out);
+		   const struct net_server_config *cfg, net_server_t **out);
 
 /*
  * Start listening on @addr: "unix:/path" or "tcp:HOST:PORT" (NULL = the
@@ -33,13 +37,15 @@ int net_server_new(struct event_base *base, router_t *r,
  * to do (e.g. "address in use: another iofs is listening on ...").
  */
 int net_server_listen(net_server_t *s, const char *addr, char *err,
-                      size_t errlen);
+		      size_t errlen);
 
 /* Stop accepting new connections (existing ones carry on). Idempotent. */
 void net_server_stop_listening(net_server_t *s);
 
 /* Close every connection: their running ranks become LOST, their latches are
- * released by the router; unlink Unix socket files we created.  NULL-safe. */
+ * released by the router; unlink Unix socket files we created.  NULL-safe.
+ * Call it BEFORE router_free(): it still calls into the router.  Deliveries
+ * still pending in the router are orphaned and freed by their callbacks. */
 void net_server_free(net_server_t *s);
 
 /* The default address: $IOFS_ADDR, else unix:$XDG_RUNTIME_DIR/iofs.sock,

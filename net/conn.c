@@ -1,0 +1,688 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One forwarder connection on the daemon side: decode frames, dispatch
+ * them through a table, register ranks, deliver DATA in order, ACK, and
+ * carry XOFF/XON both ways.  docs/protocol.md is the specification.
+ *
+ * Ordering.  Deliveries and EXITs enter one FIFO per connection in frame
+ * order; an entry leaves the FIFO only once it and everything before it is
+ * done, so an EXIT is applied after every byte sent before it has reached
+ * the router, and the ACK counters only ever cover a prefix of the stream.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "net/net_i.h"
+#include "net/server_i.h"
+
+static void conn_service(struct conn *c);
+static void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------------------------ */
+/* Output                                                                    */
+
+static void conn_kick(struct conn *c)
+{
+	event_active(c->kick, EV_READ, 0);
+}
+
+static void send_frame(struct conn *c, const struct proto_frame *f)
+{
+	uint8_t head[PROTO_HEAD_MAX];
+	ssize_t n;
+
+	if (!c->bev || c->closing)
+		return;
+	n = proto_encode_head(f, head, sizeof(head));
+	if (n < 0) {
+		srv_log(c->srv, LOG_ERR, "conn %llu: cannot encode %s: %s",
+			(unsigned long long)c->id, proto_type_name(f->type),
+			strerror((int)-n));
+		return;
+	}
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	evbuffer_add(out, head, (size_t)n);
+	if (f->type == PROTO_DATA || f->type == PROTO_STDIN)
+		evbuffer_add(out, f->data, f->len);
+	srv_log(c->srv, LOG_DEBUG, "conn %llu: sent %s rank %u",
+		(unsigned long long)c->id, proto_type_name(f->type), f->rank);
+	/* Protect our memory from a forwarder that does not read. */
+	if (evbuffer_get_length(out) > CONN_OUT_HIGH &&
+	    !(c->susp & CONN_SUSP_OUTBUF)) {
+		c->susp |= CONN_SUSP_OUTBUF;
+		bufferevent_disable(c->bev, EV_READ);
+		for (uint32_t i = 0; i < c->rank_count; i++)
+			c->ranks[i].stdin_want |= STDIN_SUSP_OUTBUF;
+		srv_log(c->srv, LOG_INFO,
+			"conn %llu: %zu bytes queued toward %s: pausing it",
+			(unsigned long long)c->id, evbuffer_get_length(out),
+			c->peer);
+		conn_kick(c); /* stdin flow is applied outside router ops */
+	}
+}
+
+static void send_ack(struct conn *c)
+{
+	struct proto_frame f = {.type = PROTO_ACK,
+				.ack_bytes = c->acked_bytes,
+				.ack_exits = c->exits_done};
+	send_frame(c, &f);
+}
+
+static void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
+{
+	char msg[PROTO_MSG_MAX];
+	va_list ap;
+
+	if (c->closing || !c->bev)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	srv_log(c->srv, LOG_WARNING, "conn %llu (%s%s%s): closing: %s",
+		(unsigned long long)c->id, c->peer, c->nspace[0] ? " job " : "",
+		c->nspace, msg);
+	struct proto_frame f = {.type = PROTO_ERROR,
+				.code = code,
+				.msg = msg,
+				.msg_len = strlen(msg)};
+	send_frame(c, &f);
+	c->closing = true;
+	bufferevent_disable(c->bev, EV_READ);
+	/* Free once the ERROR is flushed (write callback at 0 bytes). */
+	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		c->dead = true;
+	conn_kick(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Router source ops (ctx = struct crank)                                    */
+
+static void op_flow(void *ctx, router_rank_t *rank, uint32_t channel, bool xoff)
+{
+	struct crank *cr = ctx;
+	struct conn *c = cr->c;
+	struct proto_frame f = {.type = xoff ? PROTO_XOFF : PROTO_XON,
+				.rank = cr->rank,
+				.channel = channel};
+
+	if (xoff)
+		c->xoff_sent++;
+	else
+		c->xon_sent++;
+	send_frame(c, &f);
+}
+
+static int op_stdin_write(void *ctx, router_rank_t *rank, const void *bytes,
+			  size_t len)
+{
+	struct crank *cr = ctx;
+	struct conn *c = cr->c;
+	const uint8_t *p = bytes;
+
+	if (!c->bev || c->closing || cr->state != CRANK_RUNNING)
+		return -EPIPE;
+	while (len > 0) {
+		size_t n = len > PROTO_PAYLOAD_MAX ? PROTO_PAYLOAD_MAX : len;
+		struct proto_frame f = {
+		    .type = PROTO_STDIN, .rank = cr->rank, .data = p, .len = n};
+		send_frame(c, &f);
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static void op_stdin_eof(void *ctx, router_rank_t *rank)
+{
+	struct crank *cr = ctx;
+	struct proto_frame f = {.type = PROTO_STDIN_EOF, .rank = cr->rank};
+
+	send_frame(cr->c, &f);
+}
+
+static const struct router_source_ops source_ops = {
+    .flow = op_flow,
+    .stdin_write = op_stdin_write,
+    .stdin_eof = op_stdin_eof,
+};
+
+/* ------------------------------------------------------------------------ */
+/* The FIFO                                                                  */
+
+static void rank_finish(struct crank *cr, enum router_state st, int status)
+{
+	if (cr->state == CRANK_RUNNING) {
+		router_rank_t *rr = cr->rr;
+		cr->state = CRANK_DONE;
+		cr->rr = NULL;
+		router_rank_exit(rr, st, status);
+	}
+	cr->state = CRANK_DONE;
+}
+
+/* Pop every finished entry at the head; ACK if anything moved. */
+static void dq_pump(struct conn *c)
+{
+	bool moved = false;
+
+	while (c->dq_head && c->dq_head->done) {
+		struct dq_entry *e = c->dq_head;
+		c->dq_head = e->next;
+		if (!c->dq_head)
+			c->dq_tail = NULL;
+		if (e->is_exit) {
+			rank_finish(&c->ranks[e->rank_idx], ROUTER_STATE_EXITED,
+				    e->exit_status);
+			c->exits_done++;
+		} else {
+			c->dq_bytes -= e->len;
+			c->acked_bytes += e->len;
+		}
+		free(e);
+		moved = true;
+	}
+	if (moved)
+		send_ack(c);
+	if ((c->susp & CONN_SUSP_DQ) && c->dq_bytes <= CONN_DQ_LOW) {
+		c->susp &= ~CONN_SUSP_DQ;
+		conn_kick(c);
+	}
+}
+
+static void dq_push(struct conn *c, struct dq_entry *e)
+{
+	e->c = c;
+	if (c->dq_tail)
+		c->dq_tail->next = e;
+	else
+		c->dq_head = e;
+	c->dq_tail = e;
+	if (!e->is_exit) {
+		c->dq_bytes += e->len;
+		if (c->dq_bytes > CONN_DQ_HIGH)
+			c->susp |= CONN_SUSP_DQ;
+	}
+}
+
+static void deliver_cb(int status, void *cbdata)
+{
+	struct dq_entry *e = cbdata;
+	struct conn *c = e->c;
+
+	if (!c) { /* orphan: its connection is gone */
+		free(e);
+		return;
+	}
+	e->done = true;
+	if (status != ROUTER_SUCCESS && status != ROUTER_OPERATION_SUCCEEDED)
+		conn_fail(c, PROTO_REFUSED_ROUTER,
+			  "delivery for rank %u failed: %s",
+			  c->ranks[e->rank_idx].rank, router_strerror(status));
+	dq_pump(c);
+}
+
+static int deliver(struct conn *c, uint32_t idx, uint32_t channel,
+		   const uint8_t *bytes, size_t len, bool complete)
+{
+	struct crank *cr = &c->ranks[idx];
+	struct dq_entry *e = malloc(sizeof(*e) + len);
+	router_proc_t proc;
+
+	if (!e) {
+		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+		return -1;
+	}
+	memset(e, 0, sizeof(*e));
+	e->rank_idx = idx;
+	e->len = len;
+	e->dirs = c->dirs;
+	if (complete) {
+		e->dirs.set |= ROUTER_DIR_COMPLETE;
+		e->dirs.value |= ROUTER_DIR_COMPLETE;
+	}
+	if (len)
+		memcpy(e->bytes, bytes, len);
+	router_proc_set(&proc, c->nspace, cr->rank);
+	int rc = router_deliver(c->srv->router, &proc, channel, e->bytes, len,
+				&e->dirs, deliver_cb, e);
+	if (rc != ROUTER_SUCCESS) {
+		free(e);
+		conn_fail(c, PROTO_REFUSED_ROUTER,
+			  "router refused %s of rank %u: %s",
+			  complete ? "COMPLETE" : "DATA", cr->rank,
+			  router_strerror(rc));
+		return -1;
+	}
+	dq_push(c, e);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Frame handlers                                                            */
+
+static struct crank *running_rank(struct conn *c, const struct proto_frame *f)
+{
+	struct crank *cr = &c->ranks[f->rank - c->rank_base];
+
+	if (cr->state == CRANK_RUNNING && !cr->exit_queued)
+		return cr;
+	conn_fail(c, PROTO_ERR_ORDER, "%s for rank %u which is %s",
+		  proto_type_name(f->type), f->rank,
+		  cr->state == CRANK_RESERVED ? "not started (no RANK_START)"
+					      : "already exited");
+	return NULL;
+}
+
+static bool rank_busy(net_server_t *s, const struct conn *self,
+		      const char *nspace, uint32_t rank)
+{
+	router_job_t *job = router_job_lookup(s->router, nspace);
+
+	if (job) {
+		router_rank_t *rr = router_job_rank(job, rank);
+		if (rr) {
+			struct router_stats st;
+			router_rank_stats(rr, &st);
+			if (st.state == ROUTER_STATE_RUNNING)
+				return true;
+		}
+	}
+	for (const struct conn *o = s->conns; o; o = o->next)
+		if (o != self && conn_claims(o, nspace, rank))
+			return true;
+	return false;
+}
+
+static int on_hello(struct conn *c, const struct proto_frame *f)
+{
+	const struct proto_hello *h = &f->hello;
+
+	memcpy(c->nspace, h->nspace, h->nspace_len);
+	c->nspace[h->nspace_len] = '\0';
+	memcpy(c->host, h->host, h->host_len);
+	c->host[h->host_len] = '\0';
+	c->job_size = h->job_size;
+	c->dirs.set =
+	    h->dirs_set & ROUTER_DIR_KNOWN_MASK & ~ROUTER_DIR_COMPLETE;
+	c->dirs.value = h->dirs_value & c->dirs.set;
+	if (!c->cred_ok) { /* TCP: unauthenticated hints */
+		c->uid = h->uid;
+		c->gid = h->gid;
+	}
+	for (uint32_t i = 0; i < h->rank_count; i++) {
+		if (rank_busy(c->srv, c, c->nspace, h->rank_base + i)) {
+			conn_fail(
+			    c, PROTO_REFUSED_EXISTS,
+			    "rank %u of job '%s' is already running (another "
+			    "iofs-run with the same --nspace/--rank?)",
+			    h->rank_base + i, c->nspace);
+			return -1;
+		}
+	}
+	c->ranks = calloc(h->rank_count, sizeof(*c->ranks));
+	if (!c->ranks) {
+		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+		return -1;
+	}
+	c->rank_base = h->rank_base;
+	c->rank_count = h->rank_count;
+	for (uint32_t i = 0; i < c->rank_count; i++) {
+		c->ranks[i].c = c;
+		c->ranks[i].rank = c->rank_base + i;
+	}
+	srv_log(c->srv, LOG_INFO,
+		"conn %llu (%s): job '%s' ranks %u..%u of %u from %.*s pid %u "
+		"uid %u",
+		(unsigned long long)c->id, c->peer, c->nspace, c->rank_base,
+		c->rank_base + c->rank_count - 1, c->job_size, (int)h->host_len,
+		h->host, h->pid, c->uid);
+	struct proto_frame w = {.type = PROTO_WELCOME,
+				.version = PROTO_VERSION,
+				.max_payload = PROTO_PAYLOAD_MAX};
+	send_frame(c, &w);
+	return 0;
+}
+
+static int on_rank_start(struct conn *c, const struct proto_frame *f)
+{
+	struct crank *cr = &c->ranks[f->rank - c->rank_base];
+	router_proc_t proc;
+
+	if (cr->state != CRANK_RESERVED) {
+		conn_fail(c, PROTO_ERR_ORDER, "second RANK_START for rank %u",
+			  f->rank);
+		return -1;
+	}
+	struct router_rank_info info = {.pid = f->pid,
+					.host = c->host,
+					.uid = c->uid,
+					.gid = c->gid,
+					.job_size = c->job_size,
+					.dirs = c->dirs};
+	router_proc_set(&proc, c->nspace, cr->rank);
+	int rc = router_rank_register(c->srv->router, &proc, &info, &source_ops,
+				      cr, &cr->rr);
+	if (rc != ROUTER_SUCCESS) {
+		conn_fail(c,
+			  rc == ROUTER_ERR_EXISTS ? PROTO_REFUSED_EXISTS
+						  : PROTO_REFUSED_ROUTER,
+			  "cannot register rank %u of job '%s': %s", cr->rank,
+			  c->nspace, router_strerror(rc));
+		return -1;
+	}
+	cr->state = CRANK_RUNNING;
+	/* Output already backed up toward this forwarder: start XOFFed. */
+	if (c->susp & CONN_SUSP_OUTBUF)
+		cr->stdin_want |= STDIN_SUSP_OUTBUF;
+	conn_kick(c);
+	return 0;
+}
+
+static int on_data(struct conn *c, const struct proto_frame *f)
+{
+	if (!running_rank(c, f))
+		return -1;
+	return deliver(c, f->rank - c->rank_base, f->channel, f->data, f->len,
+		       false);
+}
+
+static int on_complete(struct conn *c, const struct proto_frame *f)
+{
+	if (!running_rank(c, f))
+		return -1;
+	return deliver(c, f->rank - c->rank_base, f->channel, NULL, 0, true);
+}
+
+static int on_exit_frame(struct conn *c, const struct proto_frame *f)
+{
+	struct crank *cr = running_rank(c, f);
+	struct dq_entry *e;
+
+	if (!cr)
+		return -1;
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+		return -1;
+	}
+	e->is_exit = true;
+	e->done = true;
+	e->rank_idx = f->rank - c->rank_base;
+	e->exit_status =
+	    f->how == PROTO_EXIT_SIGNAL ? 128 + (int)f->code : (int)f->code;
+	cr->exit_queued = true;
+	dq_push(c, e);
+	dq_pump(c);
+	return 0;
+}
+
+static int on_flow(struct conn *c, const struct proto_frame *f)
+{
+	struct crank *cr = &c->ranks[f->rank - c->rank_base];
+
+	/* Late XON/XOFF for an exited rank: harmless, ignore. */
+	if (cr->state != CRANK_RUNNING)
+		return 0;
+	if (f->type == PROTO_XOFF)
+		cr->stdin_want |= STDIN_SUSP_PEER;
+	else
+		cr->stdin_want &= ~STDIN_SUSP_PEER;
+	conn_kick(c);
+	return 0;
+}
+
+/* Dispatch table: frame type -> handler (types a daemon can receive). */
+static const struct frame_handler {
+	const char *name;
+	int (*fn)(struct conn *c, const struct proto_frame *f);
+} handlers[PROTO_TYPE_MAX + 1] = {
+    [PROTO_HELLO] = {.name = "HELLO", .fn = on_hello},
+    [PROTO_RANK_START] = {.name = "RANK_START", .fn = on_rank_start},
+    [PROTO_DATA] = {.name = "DATA", .fn = on_data},
+    [PROTO_COMPLETE] = {.name = "COMPLETE", .fn = on_complete},
+    [PROTO_EXIT] = {.name = "EXIT", .fn = on_exit_frame},
+    [PROTO_XOFF] = {.name = "XOFF", .fn = on_flow},
+    [PROTO_XON] = {.name = "XON", .fn = on_flow},
+};
+
+/* ------------------------------------------------------------------------ */
+/* Input                                                                     */
+
+static void process_input(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	char err[256];
+
+	while (!c->susp && !c->closing && !c->dead) {
+		size_t avail = evbuffer_get_length(in);
+		size_t need = avail < PROTO_HDR_SIZE ? avail : PROTO_HDR_SIZE;
+		struct proto_frame f;
+		size_t consumed = 0;
+		int rc;
+
+		if (avail == 0)
+			return;
+		const uint8_t *p = evbuffer_pullup(in, (ssize_t)need);
+		rc = proto_decode(&c->dec, p, need, &f, &consumed, err,
+				  sizeof(err));
+		if (rc == PROTO_NEED_MORE && consumed <= avail &&
+		    consumed > need) {
+			need = consumed;
+			p = evbuffer_pullup(in, (ssize_t)need);
+			rc = proto_decode(&c->dec, p, need, &f, &consumed, err,
+					  sizeof(err));
+		}
+		if (rc == PROTO_NEED_MORE)
+			return;
+		if (rc != PROTO_OK) {
+			conn_fail(c, (uint32_t)rc, "%s: %s", proto_strerror(rc),
+				  err);
+			return;
+		}
+		c->frames_in++;
+		const struct frame_handler *h = &handlers[f.type];
+		srv_log(c->srv, LOG_DEBUG, "conn %llu: %s rank %u len %zu",
+			(unsigned long long)c->id, h->name ? h->name : "?",
+			f.rank, f.len);
+		if (!h->fn) { /* the decoder's direction check prevents this */
+			conn_fail(c, PROTO_ERR_DIRECTION, "no handler for %s",
+				  proto_type_name(f.type));
+			return;
+		}
+		rc = h->fn(c, &f);
+		evbuffer_drain(in, consumed);
+		if (rc < 0)
+			return;
+	}
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	process_input(arg);
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->closing) {
+		c->dead = true;
+		conn_kick(c);
+		return;
+	}
+	if ((c->susp & CONN_SUSP_OUTBUF) &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) <= CONN_OUT_LOW) {
+		c->susp &= ~CONN_SUSP_OUTBUF;
+		for (uint32_t i = 0; i < c->rank_count; i++)
+			c->ranks[i].stdin_want &= ~STDIN_SUSP_OUTBUF;
+		conn_kick(c);
+	}
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		bool lost = false;
+		for (uint32_t i = 0; i < c->rank_count; i++)
+			if (c->ranks[i].state == CRANK_RUNNING &&
+			    !c->ranks[i].exit_queued)
+				lost = true;
+		srv_log(c->srv, lost ? LOG_WARNING : LOG_INFO,
+			"conn %llu (%s%s%s): %s%s", (unsigned long long)c->id,
+			c->peer, c->nspace[0] ? " job " : "", c->nspace,
+			(what & BEV_EVENT_ERROR) ? "connection error"
+						 : "connection closed",
+			lost ? "; its running ranks are lost" : "");
+		c->dead = true;
+		conn_kick(c);
+	}
+}
+
+/* Deferred service: apply stdin flow, resume reading, free when dead. */
+static void conn_service(struct conn *c)
+{
+	if (c->dead) {
+		conn_destroy(c);
+		return;
+	}
+	for (uint32_t i = 0; i < c->rank_count; i++) {
+		struct crank *cr = &c->ranks[i];
+		bool want = cr->stdin_want != 0;
+		if (cr->state != CRANK_RUNNING || want == cr->stdin_xoff)
+			continue;
+		cr->stdin_xoff = want;
+		router_stdin_flow(cr->rr, want);
+	}
+	if (!c->susp && !c->closing && c->bev) {
+		bufferevent_enable(c->bev, EV_READ);
+		process_input(c);
+	}
+}
+
+static void kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	conn_service(arg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lifecycle                                                                 */
+
+struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
+		      int salen, bool is_unix)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->srv = s;
+	c->id = ++s->next_id;
+	c->is_unix = is_unix;
+	proto_peer_init(&c->dec, PROTO_ROLE_DAEMON);
+	if (is_unix) {
+		struct ucred uc;
+		socklen_t len = sizeof(uc);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0) {
+			c->cred_ok = true;
+			c->uid = uc.uid;
+			c->gid = uc.gid;
+			snprintf(c->peer, sizeof(c->peer), "unix pid %d uid %u",
+				 (int)uc.pid, uc.uid);
+		} else {
+			snprintf(c->peer, sizeof(c->peer), "unix");
+		}
+	} else {
+		char who[80];
+		net_sockaddr_text(sa, who, sizeof(who));
+		snprintf(c->peer, sizeof(c->peer), "tcp %s", who);
+	}
+	c->kick = event_new(s->base, -1, 0, kick_cb, c);
+	c->bev = bufferevent_socket_new(
+	    s->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!c->kick || !c->bev) {
+		if (c->bev)
+			bufferevent_free(c->bev); /* closes fd */
+		else
+			close(fd);
+		if (c->kick)
+			event_free(c->kick);
+		free(c);
+		srv_log(s, LOG_ERR, "out of memory accepting a connection");
+		return NULL;
+	}
+	evutil_make_socket_nonblocking(fd);
+	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_IN_MAX);
+	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_LOW, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	srv_log(s, LOG_DEBUG, "conn %llu: accepted %s",
+		(unsigned long long)c->id, c->peer);
+	return c;
+}
+
+bool conn_claims(const struct conn *c, const char *nspace, uint32_t rank)
+{
+	if (!c->ranks || c->dead || strcmp(c->nspace, nspace) != 0 ||
+	    rank < c->rank_base || rank - c->rank_base >= c->rank_count)
+		return false;
+	return c->ranks[rank - c->rank_base].state != CRANK_DONE;
+}
+
+void conn_destroy(struct conn *c)
+{
+	net_server_t *s = c->srv;
+
+	c->closing = true;
+	if (c->bev) {
+		bufferevent_free(c->bev);
+		c->bev = NULL;
+	}
+	/* EXITs the forwarder did send are honoured, in order; bytes already
+	 * handed to the router stay there (their entries become orphans). */
+	while (c->dq_head) {
+		struct dq_entry *e = c->dq_head;
+		c->dq_head = e->next;
+		if (e->is_exit) {
+			rank_finish(&c->ranks[e->rank_idx], ROUTER_STATE_EXITED,
+				    e->exit_status);
+			free(e);
+		} else if (e->done) {
+			free(e);
+		} else {
+			e->c = NULL;
+		}
+	}
+	c->dq_tail = NULL;
+	for (uint32_t i = 0; i < c->rank_count; i++)
+		rank_finish(&c->ranks[i], ROUTER_STATE_LOST, -1);
+	if (c->xoff_sent || c->xon_sent)
+		srv_log(
+		    s, LOG_DEBUG, "conn %llu: XOFF sent %llu, XON sent %llu",
+		    (unsigned long long)c->id, (unsigned long long)c->xoff_sent,
+		    (unsigned long long)c->xon_sent);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	event_free(c->kick);
+	free(c->ranks);
+	free(c);
+}

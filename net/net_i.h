@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private helpers shared by the daemon's listeners (server.c) and the
+ * forwarder (run*.c): address parsing.
+ */
+#ifndef IOFS_NET_NET_I_H
+#define IOFS_NET_NET_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+/* A parsed "unix:/path" or "tcp:HOST:PORT" address (HOST may be [v6]). */
+struct net_addr {
+	int family; /* AF_UNIX, AF_INET or AF_INET6 */
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char text[300]; /* as given, for messages */
+};
+
+/*
+ * Parse and resolve @s (numeric or resolvable TCP hosts).  Returns 0, or
+ * -EINVAL / -ENAMETOOLONG / -EHOSTUNREACH with a message in @err.
+ */
+int net_addr_parse(const char *s, struct net_addr *out, char *err,
+		   size_t errlen);
+
+/* True if @sa is a loopback address (127/8, ::1, v4-mapped 127/8). */
+bool net_sockaddr_loopback(const struct sockaddr *sa);
+
+/* "127.0.0.1:5000" / "[::1]:5000" into @buf. */
+void net_sockaddr_text(const struct sockaddr *sa, char *buf, size_t len);
+
+#endif /* IOFS_NET_NET_I_H */

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs wire protocol codec (docs/protocol.md is the specification).
+ *
+ * Pure functions over byte buffers: no sockets, no allocation, no global
+ * state.  Both ends use it: the daemon (net/server.c) decodes what
+ * forwarders send, iofs-run (net/run*.c) decodes what the daemon sends.
+ *
+ * Framing: every frame is
+ *     u32 length   bytes that follow this field (type + body), little-endian
+ *     u8  type     enum proto_type
+ *     ... body     fixed fields, then at most one trailing byte string
+ * A frame's length is at most PROTO_FRAME_MAX.  The first frame of a
+ * forwarder is HELLO (magic + version); the first frame of the daemon is
+ * WELCOME or ERROR.
+ *
+ * Ownership: struct proto_frame's pointer fields (data, nspace, host, msg)
+ * borrow the buffer given to proto_decode(); they are valid as long as that
+ * buffer is.  Strings are NOT NUL-terminated: use the *_len fields.
+ */
+#ifndef IOFS_NET_PROTO_H
+#define IOFS_NET_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROTO_MAGIC	  0x53464f49u /* "IOFS" as little-endian bytes */
+#define PROTO_VERSION	  1
+#define PROTO_PAYLOAD_MAX (1u << 20) /* bytes in one DATA/STDIN frame */
+#define PROTO_FRAME_MAX	  (PROTO_PAYLOAD_MAX + 1024u) /* length field limit */
+#define PROTO_LEN_SIZE	  4
+#define PROTO_HDR_SIZE	  5 /* length + type */
+#define PROTO_HOST_MAX	  255
+#define PROTO_MSG_MAX	  1024	/* ERROR text */
+#define PROTO_RANKS_MAX	  65536 /* ranks one HELLO may announce */
+
+enum proto_type {
+	PROTO_HELLO = 1,      /* F->D  first frame: who we are */
+	PROTO_WELCOME = 2,    /* D->F  HELLO accepted */
+	PROTO_ERROR = 3,      /* D->F  refused / protocol error, then close */
+	PROTO_RANK_START = 4, /* F->D  a rank of the HELLO range started */
+	PROTO_DATA = 5,	      /* F->D  output bytes */
+	PROTO_COMPLETE = 6,   /* F->D  channel closed (EOF) */
+	PROTO_EXIT = 7,	      /* F->D  rank ended */
+	PROTO_STDIN = 8,      /* D->F  stdin bytes for a rank */
+	PROTO_STDIN_EOF = 9,  /* D->F  close a rank's stdin */
+	PROTO_XOFF = 10,      /* both  stop sending (rank, channel) */
+	PROTO_XON = 11,	      /* both  resume (rank, channel) */
+	PROTO_ACK = 12,	      /* D->F  cumulative receipt */
+	PROTO_TYPE_MAX = 12,
+};
+
+/* Which side decodes: a daemon decodes forwarder frames and vice versa. */
+enum proto_role {
+	PROTO_ROLE_DAEMON = 0,
+	PROTO_ROLE_FORWARDER = 1,
+};
+
+/* EXIT "how" */
+enum {
+	PROTO_EXIT_CODE = 0,   /* code = exit status 0..255 */
+	PROTO_EXIT_SIGNAL = 1, /* code = signal number 1..127 */
+};
+
+/* Decoder results: 0 = a frame, 1 = need more bytes, >= 2 = protocol
+ * error (close the connection, log proto_strerror() and the detail). */
+enum {
+	PROTO_OK = 0,
+	PROTO_NEED_MORE = 1,
+	PROTO_ERR_TYPE = 2,	  /* unknown frame type */
+	PROTO_ERR_LENGTH = 3,	  /* length does not fit the frame's layout */
+	PROTO_ERR_OVERSIZE = 4,	  /* length > PROTO_FRAME_MAX */
+	PROTO_ERR_MAGIC = 5,	  /* HELLO without the magic */
+	PROTO_ERR_VERSION = 6,	  /* unsupported protocol version */
+	PROTO_ERR_NSPACE = 7,	  /* invalid namespace */
+	PROTO_ERR_ORDER = 8,	  /* frame before HELLO/WELCOME, second HELLO */
+	PROTO_ERR_RANK = 9,	  /* rank outside the HELLO range */
+	PROTO_ERR_CHANNEL = 10,	  /* channel not valid for this frame */
+	PROTO_ERR_DIRECTION = 11, /* frame not valid in this direction */
+	PROTO_ERR_FIELD = 12,	  /* another field out of range */
+};
+
+/* ERROR frame codes beyond the protocol errors above (which an ERROR may
+ * also carry): the daemon refused a well-formed request. */
+enum {
+	PROTO_REFUSED_EXISTS = 32, /* a rank of the HELLO range is running */
+	PROTO_REFUSED_REMOTE = 33, /* TCP peer not on loopback */
+	PROTO_REFUSED_ROUTER = 34, /* the router failed or is shutting down */
+};
+
+struct proto_hello {
+	uint16_t version;
+	uint16_t flags; /* reserved, 0 */
+	uint32_t rank_base;
+	uint32_t rank_count; /* 1..PROTO_RANKS_MAX */
+	uint32_t job_size;   /* 0 = unknown */
+	uint32_t pid;	     /* the forwarder's pid */
+	uint32_t uid, gid;   /* hints; Unix sockets use SO_PEERCRED instead */
+	uint32_t dirs_set, dirs_value; /* router_directives_t */
+	const char *nspace;	       /* borrowed, not NUL-terminated */
+	size_t nspace_len;
+	const char *host; /* borrowed, not NUL-terminated */
+	size_t host_len;
+};
+
+/* One decoded frame.  Only the fields of its type are meaningful. */
+struct proto_frame {
+	enum proto_type type;
+	uint32_t
+	    rank; /* RANK_START DATA COMPLETE EXIT STDIN STDIN_EOF XON XOFF */
+	uint32_t channel;    /* DATA COMPLETE XON XOFF: a ROUTER_CH_* bit */
+	const uint8_t *data; /* DATA STDIN payload, borrowed */
+	size_t len;
+	uint32_t pid;	      /* RANK_START */
+	uint8_t how;	      /* EXIT: PROTO_EXIT_* */
+	uint32_t code;	      /* EXIT code/signal; ERROR code */
+	uint64_t ack_bytes;   /* ACK: DATA payload bytes accepted so far */
+	uint32_t ack_exits;   /* ACK: EXIT frames processed so far */
+	uint32_t max_payload; /* WELCOME */
+	uint16_t version;     /* WELCOME */
+	const char *msg;      /* ERROR text, borrowed */
+	size_t msg_len;
+	struct proto_hello hello; /* HELLO */
+};
+
+/*
+ * Per-connection decoder state.  Initialise with proto_peer_init(); the
+ * decoder advances it (HELLO/WELCOME seen, rank range).  A forwarder sets
+ * its own rank range with proto_peer_set_ranks() after sending HELLO.
+ */
+struct proto_peer {
+	enum proto_role role;
+	bool greeted; /* daemon: HELLO seen; forwarder: WELCOME seen */
+	uint32_t rank_base;
+	uint32_t rank_count;
+};
+
+void proto_peer_init(struct proto_peer *p, enum proto_role role);
+void proto_peer_set_ranks(struct proto_peer *p, uint32_t base, uint32_t count);
+
+/*
+ * Decode the frame at the start of @buf (@avail bytes).
+ * PROTO_OK: *f filled, *consumed = its full size (header included).
+ * PROTO_NEED_MORE: *consumed = total bytes needed for this frame (>= @avail
+ * + 1; PROTO_HDR_SIZE while the header is incomplete).
+ * PROTO_ERR_*: @err (may be NULL) gets a one-line detail; the stream cannot
+ * be resynchronised, the caller closes the connection.
+ * The peer state is updated only on PROTO_OK.
+ */
+int proto_decode(struct proto_peer *p, const uint8_t *buf, size_t avail,
+		 struct proto_frame *f, size_t *consumed, char *err,
+		 size_t errlen);
+
+/* Name of a proto_decode() result; never NULL. */
+const char *proto_strerror(int code);
+/* "HELLO", "DATA", ...; "UNKNOWN" for anything else. */
+const char *proto_type_name(unsigned type);
+/* Name of a ROUTER_CH_* bit: "stdout", ...; "?" otherwise. */
+const char *proto_channel_name(uint32_t channel);
+
+/*
+ * Encode @f.  proto_encode() writes the whole frame, trailing bytes (data,
+ * nspace/host, msg) included.  proto_encode_head() writes all but f->data
+ * of a DATA/STDIN frame (the length field counts it): the caller appends
+ * f->len bytes itself (zero-copy into an evbuffer).  Both return the bytes
+ * written, or -ENOSPC (@cap too small) / -EINVAL (field out of range, e.g.
+ * payload > PROTO_PAYLOAD_MAX, unknown type).  @buf is never read.
+ */
+ssize_t proto_encode(const struct proto_frame *f, uint8_t *buf, size_t cap);
+ssize_t proto_encode_head(const struct proto_frame *f, uint8_t *buf,
+			  size_t cap);
+
+/* Upper bound of proto_encode_head()'s output for any frame. */
+#define PROTO_HEAD_MAX 1024
+
+#endif /* IOFS_NET_PROTO_H */

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs-run: run one or more ranks and forward their stdio to an iofs
+ * daemon (docs/man/iofs-run.1, docs/protocol.md).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "iofs_config.h"
+#include "net/run_i.h"
+#include "net/server.h"
+
+void run_log(struct run *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!r->verbose)
+		return;
+	fprintf(stderr, "iofs-run: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: iofs-run [--connect ADDR] [--nspace NAME] "
+		"[--rank N | -n COUNT] [--size N]\n"
+		"                [--tag-output] [--rank-output] "
+		"[--timestamp-output] [--xml] [--raw]\n"
+		"                [--strict] [--verbose] -- COMMAND [ARG...]\n"
+		"Runs COMMAND as rank(s) of job NAME and forwards its stdio "
+		"to the iofs daemon.\n"
+		"See iofs-run(1).\n");
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (!*s || *end || errno || v > ROUTER_RANK_MAX || s[0] == '-')
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static const char *env_first(const char *const names[])
+{
+	for (int i = 0; names[i]; i++) {
+		const char *v = getenv(names[i]);
+		if (v && *v)
+			return v;
+	}
+	return NULL;
+}
+
+/* Rank, size and job name from a launcher's environment. */
+static void from_launcher(struct run *r, bool have_rank, bool have_size,
+			  bool have_nspace)
+{
+	static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+					    "SLURM_PROCID",	    "PMI_RANK",
+					    "FLUX_TASK_RANK",	    NULL};
+	static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE",
+					    "SLURM_NTASKS", "PMI_SIZE",
+					    "FLUX_JOB_SIZE", NULL};
+	static const char *const names[] = {"PMIX_NAMESPACE", "SLURM_JOB_ID",
+					    "FLUX_JOB_ID", NULL};
+	const char *v;
+	uint32_t n;
+
+	if (!have_rank && (v = env_first(ranks)) && parse_u32(v, &n) == 0)
+		r->rank_base = n;
+	if (!have_size && (v = env_first(sizes)) && parse_u32(v, &n) == 0)
+		r->size = n;
+	if (!have_nspace && (v = env_first(names)) &&
+	    router_nspace_valid(v, strlen(v)))
+		snprintf(r->nspace, sizeof(r->nspace), "%s", v);
+}
+
+static void dir_on(struct run *r, uint32_t bit)
+{
+	r->dirs.set |= bit;
+	r->dirs.value |= bit;
+}
+
+enum {
+	OPT_TAG = 256,
+	OPT_RANKOUT,
+	OPT_TS,
+	OPT_XML,
+	OPT_RAW,
+	OPT_STRICT,
+	OPT_VERSION,
+};
+
+static int parse_args(struct run *r, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"connect", required_argument, NULL, 'c'},
+	    {"nspace", required_argument, NULL, 'N'},
+	    {"rank", required_argument, NULL, 'r'},
+	    {"np", required_argument, NULL, 'n'},
+	    {"size", required_argument, NULL, 's'},
+	    {"tag-output", no_argument, NULL, OPT_TAG},
+	    {"rank-output", no_argument, NULL, OPT_RANKOUT},
+	    {"timestamp-output", no_argument, NULL, OPT_TS},
+	    {"xml", no_argument, NULL, OPT_XML},
+	    {"raw", no_argument, NULL, OPT_RAW},
+	    {"strict", no_argument, NULL, OPT_STRICT},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, OPT_VERSION},
+	    {NULL, 0, NULL, 0},
+	};
+	bool have_rank = false, have_size = false, have_nspace = false;
+	int c;
+
+	r->count = 1;
+	while ((c = getopt_long(argc, argv, "+c:N:r:n:s:vh", opts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case 'c':
+			r->addr = optarg;
+			break;
+		case 'N':
+			if (!router_nspace_valid(optarg, strlen(optarg))) {
+				fprintf(
+				    stderr,
+				    "iofs-run: invalid --nspace '%s': 1-255 "
+				    "bytes, no '/', not '.' or '..'\n",
+				    optarg);
+				return -1;
+			}
+			snprintf(r->nspace, sizeof(r->nspace), "%s", optarg);
+			have_nspace = true;
+			break;
+		case 'r':
+			if (parse_u32(optarg, &r->rank_base)) {
+				fprintf(stderr,
+					"iofs-run: invalid --rank '%s'\n",
+					optarg);
+				return -1;
+			}
+			have_rank = true;
+			break;
+		case 'n':
+			if (parse_u32(optarg, &r->count) || r->count == 0 ||
+			    r->count > PROTO_RANKS_MAX) {
+				fprintf(stderr,
+					"iofs-run: invalid -n '%s' (1..%u)\n",
+					optarg, PROTO_RANKS_MAX);
+				return -1;
+			}
+			break;
+		case 's':
+			if (parse_u32(optarg, &r->size)) {
+				fprintf(stderr,
+					"iofs-run: invalid --size '%s'\n",
+					optarg);
+				return -1;
+			}
+			have_size = true;
+			break;
+		case OPT_TAG:
+			dir_on(r, ROUTER_DIR_TAG_OUTPUT);
+			break;
+		case OPT_RANKOUT:
+			dir_on(r, ROUTER_DIR_RANK_OUTPUT);
+			break;
+		case OPT_TS:
+			dir_on(r, ROUTER_DIR_TIMESTAMP);
+			break;
+		case OPT_XML:
+			dir_on(r, ROUTER_DIR_XML_OUTPUT);
+			break;
+		case OPT_RAW:
+			dir_on(r, ROUTER_DIR_OUTPUT_RAW);
+			break;
+		case OPT_STRICT:
+			r->strict = true;
+			break;
+		case 'v':
+			r->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case OPT_VERSION:
+			printf("iofs-run %s (protocol %u)\n", IOFS_VERSION,
+			       PROTO_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "iofs-run: no COMMAND given\n");
+		usage(stderr);
+		return -1;
+	}
+	r->argv = argv + optind;
+	from_launcher(r, have_rank, have_size, have_nspace);
+	if (r->count - 1 > ROUTER_RANK_MAX - r->rank_base) {
+		fprintf(stderr, "iofs-run: ranks %u+%u overflow\n",
+			r->rank_base, r->count);
+		return -1;
+	}
+	if (!r->size || r->size < r->rank_base + r->count)
+		r->size = have_size ? r->size : r->rank_base + r->count;
+	if (!r->nspace[0]) {
+		const char *base = strrchr(r->argv[0], '/');
+		base = base ? base + 1 : r->argv[0];
+		snprintf(r->nspace, sizeof(r->nspace), "%.200s.%d",
+			 base[0] && strcmp(base, ".") && strcmp(base, "..")
+			     ? base
+			     : "job",
+			 (int)getpid());
+	}
+	if (!r->addr)
+		r->addr = net_default_addr();
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Finish                                                                    */
+
+static void final_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+
+	link_down(r, "no final acknowledgement from the daemon within 10 s");
+	event_base_loopbreak(r->base);
+}
+
+void run_check_finish(struct run *r)
+{
+	if (!r->kids || r->exited < r->count)
+		return;
+	if (!r->linked || (r->acked_exits == r->exits_sent &&
+			   r->acked_bytes == r->sent_bytes)) {
+		event_base_loopbreak(r->base);
+		return;
+	}
+	if (!r->finishing) {
+		struct timeval tv = {RUN_FINAL_ACK_TIMEOUT_S, 0};
+		r->finishing = true;
+		evtimer_add(r->final_timer, &tv);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Signals                                                                   */
+
+static void sig_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct run *r = arg;
+
+	if (sig == SIGCHLD) {
+		children_reap(r);
+		return;
+	}
+	for (uint32_t i = 0; i < r->count; i++)
+		if (r->kids[i].pid > 0 && !r->kids[i].reaped)
+			kill(r->kids[i].pid, (int)sig);
+}
+
+static int setup_signals(struct run *r)
+{
+	static const int sigs[4] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+
+	signal(SIGPIPE, SIG_IGN);
+	for (int i = 0; i < 4; i++) {
+		r->sigs[i] = evsignal_new(r->base, sigs[i], sig_cb, r);
+		if (!r->sigs[i] || evsignal_add(r->sigs[i], NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void release_run(struct run *r)
+{
+	link_close(r);
+	children_free(r);
+	for (int i = 0; i < 4; i++)
+		if (r->sigs[i])
+			event_free(r->sigs[i]);
+	if (r->final_timer)
+		event_free(r->final_timer);
+	if (r->base)
+		event_base_free(r->base);
+	free(r->scratch);
+}
+
+int main(int argc, char **argv)
+{
+	struct run run = {.link_fd = -1};
+	struct run *r = &run;
+	int rc = 1;
+
+	if (parse_args(r, argc, argv) < 0)
+		return 2;
+	r->base = event_base_new();
+	r->scratch = malloc(RUN_READ_CHUNK);
+	r->kids = calloc(r->count, sizeof(*r->kids));
+	if (!r->base || !r->scratch || !r->kids)
+		goto out_release;
+	r->final_timer = evtimer_new(r->base, final_timeout_cb, r);
+	if (!r->final_timer || setup_signals(r) < 0)
+		goto out_release;
+
+	if (link_open(r) < 0 && r->strict)
+		goto out_release;
+	if (link_start(r) < 0 && r->strict)
+		goto out_release;
+	for (uint32_t i = 0; i < r->count; i++) {
+		struct child *ch = &r->kids[i];
+		ch->rank = r->rank_base + i;
+		if (child_spawn(r, ch) < 0) {
+			/* Counted as exited with 127; the others still run. */
+			if (ch->pid > 0)
+				kill(ch->pid, SIGKILL);
+			ch->pid = -1;
+			ch->reaped = ch->exit_sent = true;
+			r->exited++;
+			if (!r->have_code) {
+				r->have_code = true;
+				r->exit_code = 127;
+			}
+		}
+	}
+	children_reap(r); /* a child may have exited before the loop */
+	if (r->exited < r->count)
+		event_base_dispatch(r->base);
+	if (r->failed_strict)
+		rc = 1;
+	else
+		rc = r->exit_code;
+	if (r->xoff_rx || r->xon_rx)
+		run_log(r, "XOFF received %llu, XON received %llu",
+			(unsigned long long)r->xoff_rx,
+			(unsigned long long)r->xon_rx);
+out_release:
+	release_run(r);
+	return rc;
+}

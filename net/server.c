@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's listeners: Unix and TCP sockets, accept, server lifecycle.
+ * Per-connection protocol handling lives in conn.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "net/net_i.h"
+#include "net/server_i.h"
+
+void srv_log(net_server_t *s, int level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (level >= LOG_DEBUG && !s->cfg.debug)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (s->cfg.log)
+		s->cfg.log(s->cfg.log_ctx, level, msg);
+	else
+		fprintf(stderr, "iofs: net: %s\n", msg);
+}
+
+static void raise_nofile(net_server_t *s)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rlim_t old = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		srv_log(s, LOG_WARNING, "cannot raise RLIMIT_NOFILE: %s",
+			strerror(errno));
+	else
+		srv_log(s, LOG_DEBUG, "RLIMIT_NOFILE %llu -> %llu",
+			(unsigned long long)old,
+			(unsigned long long)rl.rlim_max);
+}
+
+int net_server_new(struct event_base *base, router_t *r,
+		   const struct net_server_config *cfg, net_server_t **out)
+{
+	net_server_t *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->base = base;
+	s->router = r;
+	if (cfg)
+		s->cfg = *cfg;
+	raise_nofile(s);
+	*out = s;
+	return 0;
+}
+
+static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
+		      struct sockaddr *sa, int salen, void *arg)
+{
+	struct listener *l = arg;
+	net_server_t *s = l->srv;
+	char who[80];
+
+	if (!l->is_unix && !s->cfg.allow_remote_tcp &&
+	    !net_sockaddr_loopback(sa)) {
+		net_sockaddr_text(sa, who, sizeof(who));
+		srv_log(s, LOG_WARNING,
+			"refused TCP connection from %s on %s: not loopback "
+			"(TCP is unauthenticated; start iofs with the "
+			"allow-remote option to accept it)",
+			who, l->text);
+		close(fd);
+		return;
+	}
+	conn_new(s, fd, sa, salen, l->is_unix); /* owns fd, even on failure */
+}
+
+static void accept_error_cb(struct evconnlistener *evl, void *arg)
+{
+	struct listener *l = arg;
+	int err = EVUTIL_SOCKET_ERROR();
+
+	/* EMFILE and friends: keep the listener, the next accept retries. */
+	srv_log(l->srv, LOG_ERR, "accept on %s: %s", l->text, strerror(err));
+}
+
+/* Is someone answering on the Unix socket @path? */
+static bool unix_alive(const struct net_addr *a)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool alive;
+
+	if (fd < 0)
+		return false;
+	alive = connect(fd, (const struct sockaddr *)&a->ss, a->len) == 0;
+	close(fd);
+	return alive;
+}
+
+static int open_unix(const struct net_addr *a, const char *path, char *err,
+		     size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen,
+				 "%s exists and is not a socket: remove it or "
+				 "choose another --listen path",
+				 path);
+			return -EEXIST;
+		}
+		if (unix_alive(a)) {
+			snprintf(
+			    err, errlen,
+			    "address in use: another iofs is listening on "
+			    "%s (stop it, or choose another --listen path)",
+			    path);
+			return -EADDRINUSE;
+		}
+		unlink(path); /* stale socket of a dead daemon */
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		goto fail_errno;
+	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0)
+		goto fail_close;
+	/* Any local user may run a job; SO_PEERCRED says who they are. */
+	if (chmod(path, 0666) != 0)
+		goto fail_unlink;
+	if (listen(fd, 512) != 0)
+		goto fail_unlink;
+	return fd;
+
+fail_unlink : {
+	int e = errno;
+	unlink(path);
+	errno = e;
+}
+fail_close : {
+	int e = errno;
+	close(fd);
+	errno = e;
+}
+fail_errno:
+	snprintf(err, errlen, "cannot listen on unix:%s: %s", path,
+		 strerror(errno));
+	return -errno;
+}
+
+static int open_tcp(const struct net_addr *a, char *err, size_t errlen)
+{
+	int one = 1;
+	int fd =
+	    socket(a->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		goto fail_errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0) {
+		int e = errno;
+		close(fd);
+		if (e == EADDRINUSE) {
+			snprintf(err, errlen,
+				 "address in use: something (another iofs?) is "
+				 "listening on %s",
+				 a->text);
+			return -e;
+		}
+		errno = e;
+		goto fail_errno;
+	}
+	if (listen(fd, 512) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		goto fail_errno;
+	}
+	return fd;
+fail_errno:
+	snprintf(err, errlen, "cannot listen on %s: %s", a->text,
+		 strerror(errno));
+	return -errno;
+}
+
+int net_server_listen(net_server_t *s, const char *addr, char *err,
+		      size_t errlen)
+{
+	struct net_addr a;
+	char dummy[8];
+	int rc, fd;
+
+	if (!err || !errlen) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	if (!addr)
+		addr = net_default_addr();
+	rc = net_addr_parse(addr, &a, err, errlen);
+	if (rc < 0)
+		return rc;
+
+	struct listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	l->srv = s;
+	l->is_unix = a.family == AF_UNIX;
+	snprintf(l->text, sizeof(l->text), "%s", addr);
+	if (l->is_unix) {
+		const char *path = ((struct sockaddr_un *)&a.ss)->sun_path;
+		fd = open_unix(&a, path, err, errlen);
+		if (fd >= 0)
+			snprintf(l->path, sizeof(l->path), "%s", path);
+	} else {
+		fd = open_tcp(&a, err, errlen);
+	}
+	if (fd < 0) {
+		free(l);
+		return fd;
+	}
+	l->evl = evconnlistener_new(
+	    s->base, accept_cb, l,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	if (!l->evl) {
+		close(fd);
+		if (l->path[0])
+			unlink(l->path);
+		free(l);
+		snprintf(err, errlen, "cannot create a listener for %s", addr);
+		return -ENOMEM;
+	}
+	evconnlistener_set_error_cb(l->evl, accept_error_cb);
+	l->next = s->listeners;
+	s->listeners = l;
+	srv_log(s, LOG_INFO, "listening on %s%s", addr,
+		!l->is_unix && !s->cfg.allow_remote_tcp
+		    ? " (loopback peers only)"
+		    : "");
+	return 0;
+}
+
+void net_server_stop_listening(net_server_t *s)
+{
+	if (!s)
+		return;
+	while (s->listeners) {
+		struct listener *l = s->listeners;
+		s->listeners = l->next;
+		evconnlistener_free(l->evl);
+		if (l->path[0])
+			unlink(l->path);
+		free(l);
+	}
+}
+
+void net_server_free(net_server_t *s)
+{
+	if (!s)
+		return;
+	net_server_stop_listening(s);
+	while (s->conns)
+		conn_destroy(s->conns);
+	free(s);
+}

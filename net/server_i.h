@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the daemon's listeners: server.c (listeners, accept,
+ * lifecycle) and conn.c (one forwarder connection: frames, ranks,
+ * deliveries, flow control).
+ */
+#ifndef IOFS_NET_SERVER_I_H
+#define IOFS_NET_SERVER_I_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "net/proto.h"
+#include "net/server.h"
+#include "router/router.h"
+
+struct bufferevent;
+struct event;
+struct evconnlistener;
+
+/* Watermarks protecting the daemon's memory (per connection). */
+#define CONN_DQ_HIGH  (8u << 20) /* pending delivery bytes: stop reading */
+#define CONN_DQ_LOW   (2u << 20) /* ... resume */
+#define CONN_OUT_HIGH (4u << 20) /* output toward the forwarder: stop */
+#define CONN_OUT_LOW  (1u << 20) /* ... resume */
+#define CONN_IN_MAX   (2 * (PROTO_FRAME_MAX + PROTO_LEN_SIZE)) /* read buffer */
+
+/* Why a connection's input is not being read (bitmask). */
+enum {
+	CONN_SUSP_DQ = 1u << 0,	    /* too many bytes pending in the router */
+	CONN_SUSP_OUTBUF = 1u << 1, /* forwarder not reading our frames */
+};
+
+/* Why a rank's stdin is XOFFed toward the router (bitmask). */
+enum {
+	STDIN_SUSP_PEER = 1u << 0,   /* the forwarder sent XOFF(stdin) */
+	STDIN_SUSP_OUTBUF = 1u << 1, /* our output buffer is full */
+};
+
+enum crank_state {
+	CRANK_RESERVED = 0, /* announced in HELLO, no RANK_START yet */
+	CRANK_RUNNING = 1,  /* registered in the router */
+	CRANK_DONE = 2,	    /* EXIT processed or lost */
+};
+
+struct conn;
+
+/* One rank of a connection's HELLO range.  Router source-ops context. */
+struct crank {
+	struct conn *c;
+	router_rank_t *rr; /* borrowed from the router while RUNNING */
+	uint32_t rank;
+	enum crank_state state;
+	bool exit_queued;    /* EXIT received, waiting in the FIFO */
+	unsigned stdin_want; /* STDIN_SUSP_* wanted */
+	bool stdin_xoff;     /* what the router was last told */
+};
+
+/* An entry of a connection's in-order FIFO: a delivery or an EXIT. */
+struct dq_entry {
+	struct dq_entry *next;
+	struct conn *c; /* NULL once the connection is gone (orphan) */
+	bool is_exit;
+	bool done; /* the router's callback fired (deliveries) */
+	uint32_t rank_idx;
+	int exit_status; /* EXIT: router convention */
+	size_t len;
+	router_directives_t dirs; /* kept alive for router_deliver() */
+	uint8_t bytes[];
+};
+
+struct conn {
+	struct conn *next, *prev; /* server's list */
+	net_server_t *srv;
+	struct bufferevent *bev; /* NULL once closed */
+	struct event *kick;	 /* deferred service (flow, resume, free) */
+	uint64_t id;
+	char peer[128]; /* for the log */
+	bool is_unix;
+	bool cred_ok; /* uid/gid from SO_PEERCRED */
+	uint32_t uid, gid;
+	struct proto_peer dec;
+
+	/* From HELLO. */
+	char nspace[ROUTER_NSPACE_MAX + 1];
+	char host[PROTO_HOST_MAX + 1];
+	uint32_t job_size;
+	router_directives_t dirs;
+	uint32_t rank_base, rank_count;
+	struct crank *ranks; /* rank_count entries, owned */
+
+	unsigned susp; /* CONN_SUSP_* */
+	bool closing;  /* ERROR queued: free once flushed */
+	bool dead;     /* closed, waiting for the kick to free it */
+
+	struct dq_entry *dq_head, *dq_tail; /* owned, in frame order */
+	size_t dq_bytes;
+	uint64_t acked_bytes;
+	uint32_t exits_done;
+	uint64_t xoff_sent, xon_sent, frames_in;
+};
+
+struct listener {
+	struct listener *next;
+	net_server_t *srv;
+	struct evconnlistener *evl;
+	bool is_unix;
+	char path[108]; /* Unix socket file we created (unlinked at stop) */
+	char text[300];
+};
+
+struct net_server {
+	struct event_base *base;
+	router_t *router;
+	struct net_server_config cfg;
+	struct listener *listeners;
+	struct conn *conns;
+	uint64_t next_id;
+};
+
+void srv_log(net_server_t *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* conn.c */
+/* Takes @fd (closed on failure).  NULL on failure (logged). */
+struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
+		      int salen, bool is_unix);
+/* Tear down now: running ranks LOST, queued EXITs honoured, deliveries
+ * orphaned.  Frees @c. */
+void conn_destroy(struct conn *c);
+/* True if (nspace, rank) is claimed by a live connection other than @self. */
+bool conn_claims(const struct conn *c, const char *nspace, uint32_t rank);
+
+#endif /* IOFS_NET_SERVER_I_H */
