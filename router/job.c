@@ -1,0 +1,612 @@
+/* SPDX-License-Identifier: MIT */
+/* Jobs and ranks: registry, lifecycle, latches, stats, the deliver work. */
+#include "router/job.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "router/line.h"
+#include "router/push.h"
+#include "router/router_i.h"
+
+static const uint32_t ci_channel[CI_N] = {ROUTER_CH_STDOUT, ROUTER_CH_STDERR};
+
+int job_channel_index(uint32_t channel, int *ci)
+{
+	switch (channel) {
+	case ROUTER_CH_STDOUT:
+		*ci = CI_OUT;
+		return 0;
+	case ROUTER_CH_STDERR:
+	case ROUTER_CH_STDDIAG:
+		*ci = CI_ERR;
+		return 0;
+	default:
+		return ROUTER_ERR_BAD_PARAM;
+	}
+}
+
+/* ---- latches ------------------------------------------------------------ */
+
+/* Set or clear @reason on the (rank, ci) latch; calls ops->flow and counts
+ * only on 0 -> nonzero and nonzero -> 0. */
+static void rank_latch(router_rank_t *rank, int ci, unsigned reason, bool on)
+{
+	struct rank_chan *c = &rank->ch[ci];
+	uint8_t old = c->reasons;
+
+	if (on) {
+		if (rank->state != ROUTER_STATE_RUNNING || c->s.complete)
+			return;
+		c->reasons |= (uint8_t)reason;
+	} else {
+		c->reasons &= (uint8_t)~reason;
+	}
+	if (!old == !c->reasons)
+		return;
+	if (c->reasons)
+		c->xoff++;
+	else
+		c->xon++;
+	if (rank->ops && rank->ops->flow)
+		rank->ops->flow(rank->ctx, rank, ci_channel[ci],
+				c->reasons != 0);
+}
+
+/* Idempotent: clear every reason of the (rank, ci) latch. */
+static void rank_latch_release(router_rank_t *rank, int ci)
+{
+	rank_latch(rank, ci, 0xff, false);
+}
+
+static void rank_stream_flow(struct stream *s, unsigned reason, bool on)
+{
+	struct rank_chan *c =
+	    (struct rank_chan *)((char *)s - offsetof(struct rank_chan, s));
+
+	rank_latch(c->rank, (int)(c - c->rank->ch), reason, on);
+}
+
+/* The merged view lags: the wildcard latch over every rank of the job. */
+static void merged_stream_flow(struct stream *s, unsigned reason, bool on)
+{
+	struct merged *m =
+	    (struct merged *)((char *)s - offsetof(struct merged, s));
+	router_job_t *job = m->job;
+	int ci = (int)(m - job->m);
+
+	(void)reason;
+	(void)on;
+	for (size_t i = 0; i < job->nranks; i++)
+		rank_latch(job->ranks[i], ci, SUSPEND_MERGED, s->held != 0);
+}
+
+/* ---- jobs --------------------------------------------------------------- */
+
+static router_job_t *job_new(router_t *r, const char *nspace)
+{
+	router_job_t *job = calloc(1, sizeof(*job));
+	uint64_t now = router_now(r);
+
+	if (!job)
+		return NULL;
+	job->nspace = strdup(nspace);
+	if (!job->nspace) {
+		free(job);
+		return NULL;
+	}
+	job->r = r;
+	job->refs = 1; /* the registry's */
+	for (int ci = 0; ci < CI_N; ci++) {
+		stream_init(&job->m[ci].s, r, merged_stream_flow, now);
+		job->m[ci].job = job;
+	}
+	TAILQ_INSERT_TAIL(&r->jobs, job, link);
+	TAILQ_INSERT_TAIL(&r->all_jobs, job, all_link);
+	return job;
+}
+
+static void rank_free(router_t *r, router_rank_t *rank)
+{
+	for (int ci = 0; ci < CI_N; ci++) {
+		line_reset(r, &rank->ch[ci].ls);
+		stream_destroy(&rank->ch[ci].s);
+	}
+	free(rank->host);
+	free(rank);
+}
+
+static void job_free(router_job_t *job)
+{
+	router_t *r = job->r;
+
+	for (size_t i = 0; i < job->nranks; i++)
+		rank_free(r, job->ranks[i]);
+	for (int ci = 0; ci < CI_N; ci++)
+		stream_destroy(&job->m[ci].s);
+	TAILQ_REMOVE(&r->all_jobs, job, all_link);
+	free(job->ranks);
+	free(job->nspace);
+	free(job);
+}
+
+router_job_t *router_job_ref(router_job_t *job)
+{
+	if (job)
+		job->refs++;
+	return job;
+}
+
+void router_job_unref(router_job_t *job)
+{
+	if (!job)
+		return;
+	if (--job->refs == 0)
+		job_free(job);
+}
+
+static void job_unlink(router_job_t *job)
+{
+	if (job->removed)
+		return;
+	for (size_t i = 0; i < job->nranks; i++)
+		for (int ci = 0; ci < CI_N; ci++)
+			rank_latch_release(job->ranks[i], ci);
+	for (int ci = 0; ci < CI_N; ci++)
+		stream_flow_release(&job->m[ci].s);
+	TAILQ_REMOVE(&job->r->jobs, job, link);
+	job->removed = true;
+	router_job_unref(job);
+}
+
+void job_destroy(router_job_t *job)
+{
+	router_reader_t *rd;
+
+	job->refs++; /* keep it while its readers go */
+	for (int ci = 0; ci < CI_N; ci++) {
+		while ((rd = TAILQ_FIRST(&job->m[ci].s.readers)))
+			router_reader_close(rd);
+		for (size_t i = 0; i < job->nranks; i++) {
+			struct stream *s = &job->ranks[i]->ch[ci].s;
+
+			while ((rd = TAILQ_FIRST(&s->readers)))
+				router_reader_close(rd);
+		}
+	}
+	job_unlink(job);
+	job_free(job);
+}
+
+router_job_t *router_job_lookup(router_t *r, const char *nspace)
+{
+	router_job_t *job;
+
+	if (!r || !nspace)
+		return NULL;
+	TAILQ_FOREACH (job, &r->jobs, link) {
+		if (strcmp(job->nspace, nspace) == 0)
+			return job;
+	}
+	return NULL;
+}
+
+router_job_t *router_job_first(router_t *r)
+{
+	return r ? TAILQ_FIRST(&r->jobs) : NULL;
+}
+
+router_job_t *router_job_next(router_job_t *job)
+{
+	return job && !job->removed ? TAILQ_NEXT(job, link) : NULL;
+}
+
+const char *router_job_nspace(const router_job_t *job)
+{
+	return job->nspace;
+}
+
+bool router_job_removed(const router_job_t *job)
+{
+	return job->removed;
+}
+
+size_t router_job_rank_count(const router_job_t *job)
+{
+	return job->nranks;
+}
+
+router_rank_t *router_job_rank_at(const router_job_t *job, size_t i)
+{
+	return i < job->nranks ? job->ranks[i] : NULL;
+}
+
+/* Index of the first rank >= @id. */
+static size_t rank_search(const router_job_t *job, uint32_t id)
+{
+	size_t lo = 0, hi = job->nranks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (job->ranks[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+router_rank_t *router_job_rank(const router_job_t *job, uint32_t rank)
+{
+	size_t i;
+
+	if (!job)
+		return NULL;
+	i = rank_search(job, rank);
+	return i < job->nranks && job->ranks[i]->id == rank ? job->ranks[i]
+							    : NULL;
+}
+
+router_job_t *router_rank_job(const router_rank_t *rank)
+{
+	return rank->job;
+}
+
+uint32_t router_rank_id(const router_rank_t *rank)
+{
+	return rank->id;
+}
+
+int router_job_remove(router_t *r, router_job_t *job)
+{
+	if (!r || !job || job->r != r)
+		return ROUTER_ERR_BAD_PARAM;
+	if (job->removed)
+		return ROUTER_ERR_NOT_FOUND;
+	if (!job->complete)
+		return ROUTER_ERR_BUSY;
+	job_unlink(job);
+	return ROUTER_SUCCESS;
+}
+
+/* ---- ranks -------------------------------------------------------------- */
+
+static void job_check_complete(router_job_t *job)
+{
+	if (job->complete || job->running || job->nranks < job->job_size)
+		return;
+	job->complete = true;
+	for (int ci = 0; ci < CI_N; ci++) {
+		for (size_t i = 0; i < job->nranks; i++)
+			(void)line_flush(job->ranks[i], ci, true);
+		job->m[ci].open = NULL;
+		stream_complete(&job->m[ci].s);
+	}
+}
+
+static router_rank_t *rank_new(router_job_t *job, uint32_t id,
+			       const struct router_rank_info *info,
+			       const struct router_source_ops *ops, void *ctx)
+{
+	router_t *r = job->r;
+	router_rank_t *rank;
+	size_t at;
+
+	if (job->nranks == job->rcap) {
+		size_t nc = job->rcap ? job->rcap * 2 : 4;
+		router_rank_t **nr = realloc(job->ranks, nc * sizeof(*nr));
+
+		if (!nr)
+			return NULL;
+		job->ranks = nr;
+		job->rcap = nc;
+	}
+	rank = calloc(1, sizeof(*rank));
+	if (!rank)
+		return NULL;
+	rank->host = strdup(info && info->host ? info->host : "");
+	if (!rank->host) {
+		free(rank);
+		return NULL;
+	}
+	rank->job = job;
+	rank->id = id;
+	rank->state = ROUTER_STATE_RUNNING;
+	rank->pid = info ? info->pid : -1;
+	rank->ops = ops;
+	rank->ctx = ctx;
+	TAILQ_INIT(&rank->fifo);
+	for (int ci = 0; ci < CI_N; ci++) {
+		stream_init(&rank->ch[ci].s, r, rank_stream_flow,
+			    router_now(r));
+		rank->ch[ci].rank = rank;
+	}
+	at = rank_search(job, id);
+	memmove(job->ranks + at + 1, job->ranks + at,
+		(job->nranks - at) * sizeof(*job->ranks));
+	job->ranks[at] = rank;
+	job->nranks++;
+	job->running++;
+	if (info) {
+		if (job->nranks == 1) {
+			job->uid = info->uid;
+			job->gid = info->gid;
+		}
+		if (info->job_size > job->job_size)
+			job->job_size = info->job_size;
+		if (!job->dirs.set && info->dirs.set)
+			job->dirs = info->dirs;
+	}
+	push_rank_new(rank);
+	for (int ci = 0; ci < CI_N; ci++)
+		if (job->m[ci].s.held)
+			rank_latch(rank, ci, SUSPEND_MERGED, true);
+	return rank;
+}
+
+int job_rank_get(router_t *r, const router_proc_t *proc,
+		 const struct router_rank_info *info,
+		 const struct router_source_ops *ops, void *ctx,
+		 bool must_be_new, router_rank_t **out)
+{
+	router_job_t *job = router_job_lookup(r, proc->nspace);
+	router_rank_t *rank;
+
+	if (job && job->complete) {
+		/* A new run under a finished job's name: replace it. */
+		job_unlink(job);
+		job = NULL;
+	}
+	if (!job) {
+		job = job_new(r, proc->nspace);
+		if (!job)
+			return -ENOMEM;
+	}
+	rank = router_job_rank(job, proc->rank);
+	if (rank) {
+		if (must_be_new)
+			return ROUTER_ERR_EXISTS;
+		*out = rank;
+		return 0;
+	}
+	rank = rank_new(job, proc->rank, info, ops, ctx);
+	if (!rank) {
+		if (job->nranks == 0)
+			job_unlink(job);
+		return -ENOMEM;
+	}
+	*out = rank;
+	return 0;
+}
+
+int router_rank_register(router_t *r, const router_proc_t *proc,
+			 const struct router_rank_info *info,
+			 const struct router_source_ops *ops, void *ctx,
+			 router_rank_t **out)
+{
+	if (!r)
+		return ROUTER_ERR_INIT;
+	if (!proc || !out || proc->rank > ROUTER_RANK_MAX ||
+	    !router_nspace_valid(proc->nspace,
+				 strnlen(proc->nspace, ROUTER_NSPACE_MAX + 1)))
+		return ROUTER_ERR_BAD_PARAM;
+	if (r->shut)
+		return ROUTER_ERR_NOT_AVAILABLE;
+	return job_rank_get(r, proc, info, ops, ctx, true, out);
+}
+
+/* The rank's channel ends: last partial line, EOF, latch released. */
+static void rank_chan_complete(router_rank_t *rank, int ci)
+{
+	struct rank_chan *c = &rank->ch[ci];
+	router_directives_t d = {ROUTER_DIR_COMPLETE, ROUTER_DIR_COMPLETE};
+	router_proc_t src;
+
+	if (c->s.complete)
+		return;
+	(void)line_flush(rank, ci, true);
+	stream_complete(&c->s);
+	rank_latch_release(rank, ci);
+	memcpy(src.nspace, rank->job->nspace, strlen(rank->job->nspace) + 1);
+	src.rank = rank->id;
+	router_subs_emit(rank->job->r, &src, ci_channel[ci], NULL, 0, &d);
+}
+
+void router_rank_exit(router_rank_t *rank, enum router_state state,
+		      int exit_status)
+{
+	router_job_t *job;
+
+	if (!rank || rank->state != ROUTER_STATE_RUNNING)
+		return;
+	job = rank->job;
+	for (int ci = 0; ci < CI_N; ci++) {
+		rank_chan_complete(rank, ci);
+		rank_latch_release(rank, ci);
+	}
+	push_rank_exit(rank, ROUTER_ERR_PIPE);
+	rank->state = state == ROUTER_STATE_LOST ? ROUTER_STATE_LOST
+						 : ROUTER_STATE_EXITED;
+	rank->exit_status = exit_status;
+	rank->ops = NULL;
+	rank->ctx = NULL;
+	job->running--;
+	if (rank->state == ROUTER_STATE_LOST)
+		job->any_lost = true;
+	if (exit_status && !job->exit_status)
+		job->exit_status = exit_status;
+	job_check_complete(job);
+}
+
+void job_shutdown(router_job_t *job)
+{
+	job->complete = true;
+	for (size_t i = 0; i < job->nranks; i++) {
+		router_rank_t *rank = job->ranks[i];
+
+		for (int ci = 0; ci < CI_N; ci++) {
+			rank_chan_complete(rank, ci);
+			rank_latch_release(rank, ci);
+		}
+		push_rank_exit(rank, ROUTER_ERR_CANCELED);
+	}
+	for (int ci = 0; ci < CI_N; ci++) {
+		job->m[ci].open = NULL;
+		stream_complete(&job->m[ci].s);
+	}
+}
+
+/* ---- deliver ------------------------------------------------------------ */
+
+int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
+		const void *bytes, size_t len, const router_directives_t *d)
+{
+	router_directives_t eff;
+	router_rank_t *rank;
+	struct rank_chan *c;
+	uint64_t now = router_now(r);
+	int ci, rc;
+
+	(void)job_channel_index(channel, &ci);
+	rc = job_rank_get(r, source, NULL, NULL, NULL, false, &rank);
+	if (rc)
+		return rc;
+	eff = rank->job->dirs;
+	eff.value &= eff.set;
+	if (d) {
+		uint32_t set = d->set & ROUTER_DIR_KNOWN_MASK;
+
+		eff.value = (eff.value & ~set) | (d->value & set);
+		eff.set |= set;
+	}
+	c = &rank->ch[ci];
+	if (c->s.complete) {
+		/* After EOF (or exit): nobody can see these bytes. */
+		c->s.dropped += len;
+		return 0;
+	}
+	if (len) {
+		rc = stream_append(&c->s, bytes, len, now);
+		if (rc < 0)
+			return rc;
+		router_subs_emit(r, source, channel, bytes, len, &eff);
+		rc = line_feed(rank, ci, channel, bytes, len, &eff, now);
+		if (rc < 0)
+			router_logf(r, LOG_ERR,
+				    "router: merged view of %s lost bytes: %s",
+				    rank->job->nspace, router_strerror(rc));
+	}
+	if (router_dir_on(d, ROUTER_DIR_COMPLETE))
+		rank_chan_complete(rank, ci);
+	return 0;
+}
+
+/* ---- readers, stats, attributes ----------------------------------------- */
+
+static struct stream *pick_stream(router_job_t *job, uint32_t rank,
+				  uint32_t channel, int *rc)
+{
+	router_rank_t *rk;
+	int ci;
+
+	*rc = job_channel_index(channel, &ci);
+	if (*rc)
+		return NULL;
+	if (rank == ROUTER_RANK_WILDCARD)
+		return &job->m[ci].s;
+	rk = router_job_rank(job, rank);
+	if (!rk) {
+		*rc = ROUTER_ERR_NOT_FOUND;
+		return NULL;
+	}
+	return &rk->ch[ci].s;
+}
+
+int router_reader_open(router_job_t *job, uint32_t rank, uint32_t channel,
+		       unsigned flags, void (*ready)(void *cbdata),
+		       void *cbdata, router_reader_t **out)
+{
+	struct stream *s;
+	int rc;
+
+	if (!job || !out ||
+	    (channel != ROUTER_CH_STDOUT && channel != ROUTER_CH_STDERR))
+		return ROUTER_ERR_BAD_PARAM;
+	s = pick_stream(job, rank, channel, &rc);
+	if (!s)
+		return rc;
+	router_job_ref(job);
+	rc = stream_reader_attach(s, job, flags, ready, cbdata, out);
+	if (rc)
+		router_job_unref(job);
+	return rc;
+}
+
+int router_stream_attr(router_job_t *job, uint32_t rank, uint32_t channel,
+		       struct router_stream_attr *out)
+{
+	struct stream *s;
+	int rc;
+
+	if (!job || !out)
+		return ROUTER_ERR_BAD_PARAM;
+	s = pick_stream(job, rank, channel, &rc);
+	if (!s)
+		return rc;
+	out->size = s->end;
+	out->mtime_ns = s->mtime_ns;
+	out->complete = s->complete;
+	return 0;
+}
+
+static void add_rank(struct router_stats *o, const router_rank_t *rank)
+{
+	o->stdout_bytes += rank->ch[CI_OUT].s.end;
+	o->stderr_bytes += rank->ch[CI_ERR].s.end;
+	o->stdin_bytes += rank->stdin_bytes;
+	o->stdout_xoff += rank->ch[CI_OUT].xoff;
+	o->stdout_xon += rank->ch[CI_OUT].xon;
+	o->stderr_xoff += rank->ch[CI_ERR].xoff;
+	o->stderr_xon += rank->ch[CI_ERR].xon;
+	o->stdin_xoff += rank->stdin_xoff;
+	o->stdin_xon += rank->stdin_xon;
+	o->dropped_bytes +=
+	    rank->ch[CI_OUT].s.dropped + rank->ch[CI_ERR].s.dropped;
+	o->stdin_discarded += rank->stdin_discarded;
+}
+
+void router_rank_stats(const router_rank_t *rank, struct router_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->state = rank->state;
+	out->pid = rank->pid;
+	out->host = rank->host;
+	out->exit_status = rank->exit_status;
+	out->uid = rank->job->uid;
+	out->gid = rank->job->gid;
+	out->ranks = 1;
+	out->job_size = rank->job->job_size;
+	add_rank(out, rank);
+}
+
+void router_job_stats(const router_job_t *job, struct router_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->state = !job->complete  ? ROUTER_STATE_RUNNING
+		     : job->any_lost ? ROUTER_STATE_LOST
+				     : ROUTER_STATE_EXITED;
+	out->pid = -1;
+	out->host = "";
+	out->exit_status = job->exit_status;
+	out->uid = job->uid;
+	out->gid = job->gid;
+	out->ranks = (uint32_t)job->nranks;
+	out->job_size = job->job_size;
+	for (size_t i = 0; i < job->nranks; i++)
+		add_rank(out, job->ranks[i]);
+	for (int ci = 0; ci < CI_N; ci++)
+		out->dropped_bytes += job->m[ci].s.dropped;
+}

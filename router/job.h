@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* Private: jobs, ranks, their streams and latches. */
+#ifndef IOFS_ROUTER_JOB_H
+#define IOFS_ROUTER_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "router/router.h"
+#include "router/stream.h"
+
+struct push_slice;
+
+/* Channel index of the per-rank and merged streams: 0 stdout, 1 stderr
+ * (STDDIAG goes to the stderr streams, tagged <stddiag>). */
+enum { CI_OUT = 0, CI_ERR = 1, CI_N = 2 };
+
+/* Merged-view line discipline state of one (rank, channel). */
+struct line_state {
+	TAILQ_ENTRY(line_state) pend_link; /* r->pend while queued */
+	char *buf; /* pending partial line, NULL when none */
+	uint32_t len, cap;
+	uint64_t since; /* arrival of the first pending byte */
+	router_directives_t
+	    dirs;	  /* effective directives of the pending bytes */
+	uint32_t channel; /* channel named in the tag */
+	bool queued;	  /* on r->pend */
+	bool midline;	  /* the rank's last piece in the view ended mid-line */
+};
+
+struct rank_chan {
+	struct stream s; /* the exact bytes the rank wrote */
+	struct line_state ls;
+	router_rank_t *rank; /* back pointer (callbacks get the stream) */
+	uint8_t reasons;     /* the (rank, channel) latch: SUSPEND_* bits */
+	uint64_t xoff, xon;
+};
+
+struct router_rank {
+	router_job_t *job;
+	uint32_t id;
+	enum router_state state;
+	int exit_status;
+	int64_t pid;
+	char *host;			     /* owned, never NULL */
+	const struct router_source_ops *ops; /* NULL after exit */
+	void *ctx;
+	struct rank_chan ch[CI_N];
+	/* stdin */
+	TAILQ_HEAD(, push_slice) fifo; /* pending slices, call order */
+	uint64_t stdin_bytes, stdin_xoff, stdin_xon, stdin_discarded;
+	uint32_t writers; /* attached writers of this rank's stdin */
+	bool stdin_held;  /* sink reported XOFF */
+	bool had_writer;  /* some writer has been attached */
+	bool eof_sent;	  /* EOF forwarded or queued: no more pushes */
+};
+
+struct merged {
+	struct stream s;
+	struct line_state *open; /* whose line is open (unterminated) in it */
+	router_job_t *job;
+};
+
+struct router_job {
+	TAILQ_ENTRY(router_job) link;	  /* r->jobs while registered */
+	TAILQ_ENTRY(router_job) all_link; /* r->all_jobs until freed */
+	router_t *r;
+	char *nspace;
+	unsigned refs; /* the registry's + readers' + router_job_ref()'s */
+	bool removed;
+	router_rank_t **ranks; /* sorted by id */
+	size_t nranks, rcap;
+	uint32_t running; /* ranks in state RUNNING */
+	uint32_t uid, gid, job_size;
+	router_directives_t dirs; /* job defaults for the merged view */
+	int exit_status;	  /* first non-zero */
+	bool any_lost;
+	bool complete;
+	uint32_t writers; /* writers attached to the job's stdin */
+	struct merged m[CI_N];
+};
+
+/* 0 or ROUTER_ERR_BAD_PARAM; *ci set. */
+int job_channel_index(uint32_t channel, int *ci);
+/* Find or create (replacing a complete one) the job and the rank. */
+int job_rank_get(router_t *r, const router_proc_t *proc,
+		 const struct router_rank_info *info,
+		 const struct router_source_ops *ops, void *ctx,
+		 bool must_be_new, router_rank_t **out);
+/* The deliver work itself, on the loop thread. */
+int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
+		const void *bytes, size_t len, const router_directives_t *d);
+/* Shutdown: complete everything, release every latch. */
+void job_shutdown(router_job_t *job);
+/* router_free(): drop the job whatever its references. */
+void job_destroy(router_job_t *job);
+
+#endif

@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+/* stdin: per-rank FIFOs of push slices, sink XOFF, writers and EOF. */
+#include "router/push.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "router/router_i.h"
+
+struct push_slice {
+	TAILQ_ENTRY(push_slice) link; /* rank->fifo while queued */
+	struct router_push *push;     /* NULL: an EOF marker, freed alone */
+	router_rank_t *rank;
+	bool queued;
+};
+
+struct router_push {
+	TAILQ_ENTRY(router_push) link; /* r->pushes until finished */
+	struct done done; /* the completion; its fini frees the push */
+	router_t *r;
+	router_job_t *job;    /* reference held until finished */
+	const uint8_t *bytes; /* the caller's, until the callback */
+	size_t len;
+	unsigned flags;
+	uint64_t seq;
+	uint32_t pending, took;
+	bool any_pipe, any_canceled;
+	bool finished; /* every slice done, callback posted */
+	bool canceled; /* router_push_cancel(): no callback */
+	uint32_t nslices;
+	struct push_slice slices[];
+};
+
+static void push_fini(struct done *d)
+{
+	struct router_push *p =
+	    (struct router_push *)((char *)d -
+				   offsetof(struct router_push, done));
+
+	free(p);
+}
+
+static void push_finish(struct router_push *p)
+{
+	router_t *r = p->r;
+	int status;
+
+	if (p->any_canceled)
+		status = ROUTER_ERR_CANCELED;
+	else if (p->took)
+		status = ROUTER_SUCCESS;
+	else
+		status = ROUTER_ERR_PIPE;
+	p->finished = true;
+	TAILQ_REMOVE(&r->pushes, p, link);
+	router_job_unref(p->job);
+	p->job = NULL;
+	if (p->canceled)
+		p->done.cb = NULL;
+	router_done_post(r, &p->done, status);
+	router_flush_check(r);
+}
+
+static void slice_done(struct push_slice *sl, int status)
+{
+	struct router_push *p = sl->push;
+
+	if (status == 0)
+		p->took++;
+	else if (status == ROUTER_ERR_CANCELED)
+		p->any_canceled = true;
+	else
+		p->any_pipe = true;
+	if (--p->pending == 0)
+		push_finish(p);
+}
+
+static void forward_eof(router_rank_t *rank)
+{
+	rank->eof_sent = true;
+	if (rank->ops && rank->ops->stdin_eof)
+		rank->ops->stdin_eof(rank->ctx, rank);
+}
+
+/* Feed the sink while it is not XOFFed. */
+static void rank_pump(router_rank_t *rank)
+{
+	struct push_slice *sl;
+
+	while (!rank->stdin_held && (sl = TAILQ_FIRST(&rank->fifo))) {
+		struct router_push *p = sl->push;
+		int rc = 0;
+
+		TAILQ_REMOVE(&rank->fifo, sl, link);
+		sl->queued = false;
+		if (!p) {
+			free(sl);
+			if (rank->state == ROUTER_STATE_RUNNING)
+				forward_eof(rank);
+			continue;
+		}
+		if (p->len) {
+			if (rank->ops && rank->ops->stdin_write)
+				rc = rank->ops->stdin_write(rank->ctx, rank,
+							    p->bytes, p->len);
+			else
+				rc = -EPIPE;
+		}
+		if (rc == 0) {
+			rank->stdin_bytes += p->len;
+			if (p->flags & ROUTER_PUSH_COMPLETE)
+				forward_eof(rank);
+		}
+		slice_done(sl, rc == 0 ? 0 : ROUTER_ERR_PIPE);
+	}
+}
+
+static bool rank_takes_stdin(const router_rank_t *rank)
+{
+	return rank->state == ROUTER_STATE_RUNNING && !rank->eof_sent;
+}
+
+int router_push(router_job_t *job, uint32_t rank, const void *bytes, size_t len,
+		unsigned flags, router_op_cb_t cbfunc, void *cbdata,
+		router_push_t **handle)
+{
+	router_t *r;
+	router_rank_t *one = NULL;
+	struct router_push *p;
+	uint32_t n = 0;
+
+	if (handle)
+		*handle = NULL;
+	if (!job)
+		return ROUTER_ERR_NOT_FOUND;
+	r = job->r;
+	if (r->shut)
+		return ROUTER_ERR_NOT_AVAILABLE;
+	if (job->removed)
+		return ROUTER_ERR_NOT_FOUND;
+	if (!bytes && len)
+		return ROUTER_ERR_BAD_PARAM;
+	if (rank == ROUTER_RANK_WILDCARD) {
+		for (size_t i = 0; i < job->nranks; i++)
+			n += rank_takes_stdin(job->ranks[i]);
+	} else {
+		one = router_job_rank(job, rank);
+		if (!one)
+			return ROUTER_ERR_NOT_FOUND;
+		n = rank_takes_stdin(one);
+	}
+	if (n == 0)
+		return ROUTER_ERR_PIPE;
+	p = calloc(1, sizeof(*p) + n * sizeof(p->slices[0]));
+	if (!p)
+		return ROUTER_ERR_NOMEM;
+	p->r = r;
+	p->job = router_job_ref(job);
+	p->bytes = bytes;
+	p->len = len;
+	p->flags = flags;
+	p->done.cb = cbfunc;
+	p->done.cbdata = cbdata;
+	p->done.fini = push_fini;
+	p->seq = ++r->push_seq;
+	p->nslices = n;
+	p->pending = n;
+	TAILQ_INSERT_TAIL(&r->pushes, p, link);
+	n = 0;
+	for (size_t i = 0; i < job->nranks; i++) {
+		router_rank_t *rk = job->ranks[i];
+		struct push_slice *sl;
+
+		if ((one && rk != one) || !rank_takes_stdin(rk))
+			continue;
+		sl = &p->slices[n++];
+		sl->push = p;
+		sl->rank = rk;
+		sl->queued = true;
+		TAILQ_INSERT_TAIL(&rk->fifo, sl, link);
+		if (flags & ROUTER_PUSH_COMPLETE)
+			rk->eof_sent = true;
+	}
+	if (handle)
+		*handle = p;
+	/* Write now where the sinks are open; the callback stays deferred. */
+	for (uint32_t i = 0; i < p->nslices && !p->finished; i++) {
+		router_rank_t *rk = p->slices[i].rank;
+
+		if (TAILQ_FIRST(&rk->fifo) == &p->slices[i])
+			rank_pump(rk);
+	}
+	return ROUTER_SUCCESS;
+}
+
+size_t router_push_cancel(router_push_t *p)
+{
+	if (!p)
+		return 0;
+	if (p->finished) {
+		p->done.cb = NULL;
+		return p->took ? p->len : 0;
+	}
+	if (p->took) {
+		/* A broadcast is never half-delivered: the rest goes on. */
+		p->canceled = true;
+		return p->len;
+	}
+	for (uint32_t i = 0; i < p->nslices; i++) {
+		struct push_slice *sl = &p->slices[i];
+
+		if (sl->queued) {
+			TAILQ_REMOVE(&sl->rank->fifo, sl, link);
+			sl->queued = false;
+			if (p->flags & ROUTER_PUSH_COMPLETE)
+				sl->rank->eof_sent = false;
+		}
+	}
+	p->canceled = true;
+	p->pending = 0;
+	p->any_canceled = true;
+	push_finish(p);
+	return 0;
+}
+
+void push_rank_exit(router_rank_t *rank, int status)
+{
+	struct push_slice *sl;
+
+	while ((sl = TAILQ_FIRST(&rank->fifo))) {
+		TAILQ_REMOVE(&rank->fifo, sl, link);
+		sl->queued = false;
+		if (!sl->push) {
+			free(sl);
+			continue;
+		}
+		rank->stdin_discarded += sl->push->len;
+		slice_done(sl, status);
+	}
+	if (rank->stdin_held) {
+		rank->stdin_held = false;
+		rank->stdin_xon++;
+	}
+}
+
+void push_rank_new(router_rank_t *rank)
+{
+	rank->had_writer = rank->job->writers > 0;
+}
+
+void router_stdin_flow(router_rank_t *rank, bool xoff)
+{
+	if (!rank || rank->state != ROUTER_STATE_RUNNING)
+		return;
+	if (xoff == rank->stdin_held)
+		return;
+	rank->stdin_held = xoff;
+	if (xoff) {
+		rank->stdin_xoff++;
+	} else {
+		rank->stdin_xon++;
+		rank_pump(rank);
+	}
+}
+
+/* The FIFO rule: EOF once a rank that had a writer has none left. */
+static void check_eof(router_rank_t *rank)
+{
+	struct push_slice *sl;
+
+	if (!rank_takes_stdin(rank) || !rank->had_writer || rank->writers ||
+	    rank->job->writers)
+		return;
+	rank->eof_sent = true;
+	if (TAILQ_EMPTY(&rank->fifo) && !rank->stdin_held) {
+		forward_eof(rank);
+		return;
+	}
+	sl = calloc(1, sizeof(*sl));
+	if (!sl) {
+		router_logf(
+		    rank->job->r, LOG_ERR,
+		    "router: no memory to queue stdin EOF of %s rank %u: "
+		    "sent at once",
+		    rank->job->nspace, rank->id);
+		forward_eof(rank);
+		return;
+	}
+	sl->rank = rank;
+	sl->queued = true;
+	TAILQ_INSERT_TAIL(&rank->fifo, sl, link);
+}
+
+int router_stdin_attach(router_job_t *job, uint32_t rank)
+{
+	router_rank_t *rk;
+
+	if (!job || job->removed)
+		return ROUTER_ERR_NOT_FOUND;
+	if (rank == ROUTER_RANK_WILDCARD) {
+		uint32_t n = 0;
+
+		for (size_t i = 0; i < job->nranks; i++)
+			n += rank_takes_stdin(job->ranks[i]);
+		if (n == 0)
+			return ROUTER_ERR_PIPE;
+		job->writers++;
+		for (size_t i = 0; i < job->nranks; i++)
+			job->ranks[i]->had_writer = true;
+		return 0;
+	}
+	rk = router_job_rank(job, rank);
+	if (!rk)
+		return ROUTER_ERR_NOT_FOUND;
+	if (!rank_takes_stdin(rk))
+		return ROUTER_ERR_PIPE;
+	rk->writers++;
+	rk->had_writer = true;
+	return 0;
+}
+
+void router_stdin_detach(router_job_t *job, uint32_t rank)
+{
+	router_rank_t *rk;
+
+	if (!job)
+		return;
+	if (rank == ROUTER_RANK_WILDCARD) {
+		if (!job->writers)
+			return;
+		job->writers--;
+		for (size_t i = 0; i < job->nranks; i++)
+			check_eof(job->ranks[i]);
+		return;
+	}
+	rk = router_job_rank(job, rank);
+	if (!rk || !rk->writers)
+		return;
+	rk->writers--;
+	check_eof(rk);
+}
+
+uint64_t push_oldest_seq(router_t *r)
+{
+	struct router_push *p = TAILQ_FIRST(&r->pushes);
+
+	return p ? p->seq : UINT64_MAX;
+}

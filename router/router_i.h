@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/* Private: the router context and the helpers every module uses. */
+#ifndef IOFS_ROUTER_I_H
+#define IOFS_ROUTER_I_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "router/router.h"
+#include "router/stream.h"
+
+struct event;
+struct line_state;
+struct xq_item;
+struct flush_wait;
+
+/* A callback to fire later from the loop (allocated before the operation
+ * is accepted, so posting it cannot fail). */
+struct done {
+	STAILQ_ENTRY(done) link;
+	router_op_cb_t cb; /* NULL: suppressed (canceled) */
+	void *cbdata;
+	int status;
+	void (*fini)(struct done *d); /* after @cb; NULL = free(d) */
+};
+
+struct router_sub {
+	TAILQ_ENTRY(router_sub) link;
+	router_t *r;
+	char *nspace; /* NULL = every job */
+	uint32_t rank;
+	uint32_t channels;
+	unsigned flags;
+	bool dead; /* unsubscribed while the list was being walked */
+	router_fragment_fn cb;
+	void *cbdata;
+};
+
+struct router {
+	struct event_base *base;
+	size_t window, low_water, budget, buffering_size;
+	uint64_t buffering_ns;
+	router_clock_fn clock;
+	void *clock_ctx;
+	router_log_fn log;
+	void *log_ctx;
+	pthread_t loop_thread;
+	bool shut;    /* router_shutdown() ran (loop-thread view) */
+	bool freeing; /* inside router_free() */
+
+	TAILQ_HEAD(, router_job) jobs;	   /* the registry */
+	TAILQ_HEAD(, router_job) all_jobs; /* every job not yet freed */
+	TAILQ_HEAD(, router_sub) subs;
+	int sub_walk;  /* depth of walks over @subs */
+	bool sub_dead; /* some sub is dead: sweep after the walk */
+
+	/* Deferred work, run by ev_notify on the loop. */
+	struct event *ev_notify;
+	bool notify_armed;
+	STAILQ_HEAD(, done) done;
+	TAILQ_HEAD(, router_reader) ready;
+
+	/* Partial lines waiting for their buffering delay, oldest first. */
+	TAILQ_HEAD(, line_state) pend;
+	struct event *ev_timer;
+
+	/* Cross-thread queue (deliver from other threads, router_defer). */
+	pthread_mutex_t xq_lock;
+	pthread_cond_t xq_cond;
+	TAILQ_HEAD(, xq_item) xq;
+	struct event *ev_xq;
+	bool xq_closed;	     /* under xq_lock: shut down */
+	unsigned xq_waiters; /* threads blocked in router_deliver() */
+	uint64_t xq_in;	     /* items queued (under xq_lock) */
+	uint64_t xq_out;     /* items processed (loop thread) */
+
+	/* stdin pushes in acceptance order, and flushes waiting on them. */
+	TAILQ_HEAD(, router_push) pushes;
+	uint64_t push_seq;
+	TAILQ_HEAD(, flush_wait) flushes;
+
+	size_t mem_used; /* sum of every stream buffer's capacity */
+	char *scratch;	 /* formatting buffer for the merged views */
+	size_t scratch_cap;
+};
+
+uint64_t router_now(router_t *r);
+void router_logf(router_t *r, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Queue @rd's ready callback (coalesced). */
+void router_queue_ready(router_t *r, router_reader_t *rd);
+void router_unqueue_ready(router_t *r, router_reader_t *rd);
+struct done *router_done_new(router_op_cb_t cb, void *cbdata);
+void router_done_post(router_t *r, struct done *d, int status);
+/* Re-check pending flushes (a push finished or the queue moved). */
+void router_flush_check(router_t *r);
+/* Arm the partial-line timer if needed. */
+void router_timer_arm(router_t *r);
+/* Walk the subscribers for one fragment. */
+void router_subs_emit(router_t *r, const router_proc_t *src, uint32_t channel,
+		      const void *bytes, size_t len,
+		      const router_directives_t *dirs);
+/* Grow r->scratch to at least @n bytes: 0 or -ENOMEM. */
+int router_scratch(router_t *r, size_t n);
+
+#endif

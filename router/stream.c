@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: MIT */
+/* Retained ring buffer with absolute offsets, readers, lag latch. */
+#include "router/stream.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "router/router_i.h"
+
+void stream_init(struct stream *s, router_t *r, stream_flow_fn on_flow,
+		 uint64_t now)
+{
+	memset(s, 0, sizeof(*s));
+	s->r = r;
+	s->on_flow = on_flow;
+	s->mtime_ns = now;
+	TAILQ_INIT(&s->readers);
+}
+
+void stream_destroy(struct stream *s)
+{
+	stream_flow_release(s);
+	if (s->buf) {
+		s->r->mem_used -= s->cap;
+		free(s->buf);
+		s->buf = NULL;
+		s->cap = 0;
+	}
+}
+
+static size_t ring_idx(const struct stream *s, uint64_t off)
+{
+	return (s->head + (size_t)(off - s->start)) % s->cap;
+}
+
+/* Lowest cursor of a blocking reader, UINT64_MAX if there is none. */
+static uint64_t blocking_limit(const struct stream *s)
+{
+	const struct router_reader *rd;
+	uint64_t m = UINT64_MAX;
+
+	TAILQ_FOREACH (rd, &s->readers, link) {
+		if (!(rd->flags & ROUTER_READER_NONBLOCK) && rd->cursor < m)
+			m = rd->cursor;
+	}
+	return m;
+}
+
+static uint64_t lowest_cursor(const struct stream *s)
+{
+	const struct router_reader *rd;
+	uint64_t m = UINT64_MAX;
+
+	TAILQ_FOREACH (rd, &s->readers, link) {
+		if (rd->cursor < m)
+			m = rd->cursor;
+	}
+	return m;
+}
+
+static uint64_t stream_lag(const struct stream *s)
+{
+	uint64_t lim;
+
+	if (!s->nblocking)
+		return 0;
+	lim = blocking_limit(s);
+	return lim < s->end ? s->end - lim : 0;
+}
+
+/* Count the bytes of [a, b) that some attached reader (or, with none
+ * attached, anybody) never read. */
+static void count_dropped(struct stream *s, uint64_t a, uint64_t b)
+{
+	uint64_t m;
+
+	if (b <= a)
+		return;
+	if (TAILQ_EMPTY(&s->readers)) {
+		s->dropped += b - a;
+		return;
+	}
+	m = lowest_cursor(s);
+	if (m < a)
+		m = a;
+	if (b > m)
+		s->dropped += b - m;
+}
+
+/* Forget the bytes before @to (to <= end). */
+static void discard_to(struct stream *s, uint64_t to)
+{
+	if (to <= s->start)
+		return;
+	count_dropped(s, s->start, to);
+	if (s->cap)
+		s->head = to == s->end ? 0 : ring_idx(s, to);
+	s->start = to;
+}
+
+/* Move the retained bytes into a buffer of @newcap bytes (>= retained). */
+static int realloc_ring(struct stream *s, size_t newcap)
+{
+	size_t have = (size_t)(s->end - s->start);
+	uint8_t *nb;
+
+	nb = malloc(newcap);
+	if (!nb)
+		return -ENOMEM;
+	if (have) {
+		size_t first = s->cap - s->head;
+
+		if (first > have)
+			first = have;
+		memcpy(nb, s->buf + s->head, first);
+		memcpy(nb + first, s->buf, have - first);
+	}
+	free(s->buf);
+	s->r->mem_used = s->r->mem_used - s->cap + newcap;
+	s->buf = nb;
+	s->cap = newcap;
+	s->head = 0;
+	return 0;
+}
+
+static size_t cap_for(size_t need)
+{
+	size_t c = STREAM_CHUNK;
+
+	while (c < need)
+		c *= 2;
+	return c;
+}
+
+static void notify_readers(struct stream *s)
+{
+	struct router_reader *rd;
+
+	TAILQ_FOREACH (rd, &s->readers, link)
+		router_queue_ready(s->r, rd);
+}
+
+static void latch(struct stream *s, unsigned reason, bool on)
+{
+	if (on == !!(s->held & reason))
+		return;
+	if (on)
+		s->held |= reason;
+	else
+		s->held &= ~reason;
+	s->on_flow(s, reason, on);
+}
+
+int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
+{
+	router_t *r = s->r;
+	const uint8_t *src = p;
+	uint64_t limit, target, new_end;
+	size_t need;
+	bool over = false;
+
+	if (n == 0)
+		return 0;
+	limit = blocking_limit(s);
+	new_end = s->end + n;
+	target = new_end > r->window ? new_end - r->window : 0;
+	if (target > limit)
+		target = limit;
+	if (target > s->end) {
+		/* No blocking reader: part of the new bytes is already
+		 * beyond the window. */
+		uint64_t skip = target - s->end;
+
+		discard_to(s, s->end);
+		count_dropped(s, s->end, target);
+		s->start = s->end = target;
+		s->head = 0;
+		src += skip;
+		n -= (size_t)skip;
+	} else {
+		discard_to(s, target);
+	}
+	need = (size_t)(s->end - s->start) + n;
+	if (need > s->cap) {
+		size_t newcap = cap_for(need);
+
+		if (r->mem_used - s->cap + newcap > r->budget) {
+			/* Over budget: keep only what blocking readers need. */
+			discard_to(s, limit < s->end ? limit : s->end);
+			need = (size_t)(s->end - s->start) + n;
+			newcap = cap_for(need);
+			over = need > s->cap &&
+			       r->mem_used - s->cap + newcap > r->budget;
+		}
+		if (need > s->cap && realloc_ring(s, newcap) < 0)
+			return -ENOMEM;
+	}
+	if (n) {
+		size_t at = (size_t)(s->end - s->start);
+		size_t idx = (s->head + at) % s->cap;
+		size_t first = s->cap - idx;
+
+		if (first > n)
+			first = n;
+		memcpy(s->buf + idx, src, first);
+		memcpy(s->buf, src + first, n - first);
+		s->end += n;
+	}
+	s->mtime_ns = now;
+	notify_readers(s);
+	if (stream_lag(s) > r->window)
+		latch(s, SUSPEND_LAG, true);
+	if (over && s->nblocking)
+		latch(s, SUSPEND_MEM, true);
+	return 0;
+}
+
+void stream_complete(struct stream *s)
+{
+	if (s->complete)
+		return;
+	s->complete = true;
+	notify_readers(s);
+	stream_flow_release(s);
+}
+
+void stream_flow_release(struct stream *s)
+{
+	latch(s, SUSPEND_LAG, false);
+	latch(s, SUSPEND_MEM, false);
+}
+
+void stream_flow_check(struct stream *s)
+{
+	router_t *r = s->r;
+	uint64_t lag = stream_lag(s);
+
+	if (s->complete) {
+		stream_flow_release(s);
+		return;
+	}
+	if ((s->held & SUSPEND_LAG) && lag <= r->low_water)
+		latch(s, SUSPEND_LAG, false);
+	if (s->held & SUSPEND_MEM) {
+		uint64_t lim = blocking_limit(s);
+		size_t have;
+
+		/* Under memory pressure retention yields: shrink to what the
+		 * blocking readers still need. */
+		discard_to(s, lim < s->end ? lim : s->end);
+		have = (size_t)(s->end - s->start);
+		if (s->cap > STREAM_CHUNK && have * 2 <= s->cap)
+			(void)realloc_ring(s, cap_for(have));
+		if (lag <= r->low_water || r->mem_used <= r->budget)
+			latch(s, SUSPEND_MEM, false);
+	}
+}
+
+int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
+			 void (*ready)(void *), void *cbdata,
+			 router_reader_t **out)
+{
+	struct router_reader *rd;
+
+	rd = calloc(1, sizeof(*rd));
+	if (!rd)
+		return -ENOMEM;
+	rd->s = s;
+	rd->job = job;
+	rd->flags = flags;
+	rd->cursor = s->start;
+	rd->ready = ready;
+	rd->cbdata = cbdata;
+	TAILQ_INSERT_TAIL(&s->readers, rd, link);
+	if (!(flags & ROUTER_READER_NONBLOCK))
+		s->nblocking++;
+	/* Existing bytes or EOF: let the reader know. */
+	if (s->end > s->start || s->complete)
+		router_queue_ready(s->r, rd);
+	stream_flow_check(s);
+	if (stream_lag(s) > s->r->window && !s->complete)
+		latch(s, SUSPEND_LAG, true);
+	*out = rd;
+	return 0;
+}
+
+/* Map a file offset to a stream offset, moving the skew when the reader
+ * asks for discarded bytes. */
+static uint64_t reader_pos(router_reader_t *rd, uint64_t off)
+{
+	struct stream *s = rd->s;
+	uint64_t so = off + rd->skew;
+
+	if (so < s->start) {
+		rd->skew += s->start - so;
+		so = s->start;
+	}
+	return so;
+}
+
+int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
+		       struct iovec iov[2], int *iovcnt, size_t *n)
+{
+	struct stream *s;
+	uint64_t so;
+	size_t len, idx, first;
+
+	*n = 0;
+	*iovcnt = 0;
+	if (!rd)
+		return ROUTER_ERR_BAD_PARAM;
+	s = rd->s;
+	so = reader_pos(rd, off);
+	if (so >= s->end) {
+		rd->cursor = s->end;
+		stream_flow_check(s);
+		return s->complete ? ROUTER_SUCCESS : ROUTER_AGAIN;
+	}
+	len = (size_t)(s->end - so);
+	if (len > size)
+		len = size;
+	if (len == 0) /* size == 0 */
+		return ROUTER_SUCCESS;
+	idx = ring_idx(s, so);
+	first = s->cap - idx;
+	if (first > len)
+		first = len;
+	iov[0].iov_base = s->buf + idx;
+	iov[0].iov_len = first;
+	*iovcnt = 1;
+	if (len > first) {
+		iov[1].iov_base = s->buf;
+		iov[1].iov_len = len - first;
+		*iovcnt = 2;
+	}
+	*n = len;
+	rd->cursor = so + len;
+	stream_flow_check(s);
+	return ROUTER_SUCCESS;
+}
+
+uint64_t router_reader_avail(router_reader_t *rd, uint64_t off)
+{
+	uint64_t so;
+
+	if (!rd)
+		return 0;
+	so = off + rd->skew;
+	if (so < rd->s->start)
+		so = rd->s->start;
+	return so < rd->s->end ? rd->s->end - so : 0;
+}
+
+bool router_reader_eof(router_reader_t *rd, uint64_t off)
+{
+	uint64_t so;
+
+	if (!rd || !rd->s->complete)
+		return false;
+	so = off + rd->skew;
+	if (so < rd->s->start)
+		so = rd->s->start;
+	return so >= rd->s->end;
+}
+
+void router_reader_close(router_reader_t *rd)
+{
+	struct stream *s;
+
+	if (!rd)
+		return;
+	s = rd->s;
+	TAILQ_REMOVE(&s->readers, rd, link);
+	if (!(rd->flags & ROUTER_READER_NONBLOCK))
+		s->nblocking--;
+	router_unqueue_ready(s->r, rd);
+	stream_flow_check(s);
+	router_job_unref(rd->job);
+	free(rd);
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A stream: a retained window of a byte stream with absolute offsets, any
+ * number of readers with their own cursors, and the lag latch that turns a
+ * slow blocking reader into XOFF for whoever feeds the stream.
+ *
+ * The buffer is a ring allocated lazily on the first byte; it starts at
+ * STREAM_CHUNK bytes and doubles.  The oldest bytes beyond the window are
+ * discarded on append, but never below the cursor of a blocking reader, so
+ * the buffer can exceed the window by what arrived while XOFF was in flight.
+ */
+#ifndef IOFS_ROUTER_STREAM_H
+#define IOFS_ROUTER_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/uio.h>
+
+#include "router/router.h"
+
+#define STREAM_CHUNK 4096
+
+/* Suspend reasons of a (rank, channel) latch (bitmask). */
+enum {
+	SUSPEND_LAG = 1u << 0,	  /* the rank's own stream lags */
+	SUSPEND_MERGED = 1u << 1, /* the job's merged view lags */
+	SUSPEND_MEM = 1u << 2,	  /* the memory budget is exhausted */
+};
+
+struct stream;
+typedef void (*stream_flow_fn)(struct stream *s, unsigned reason, bool on);
+
+struct router_reader {
+	TAILQ_ENTRY(router_reader) link;       /* s->readers */
+	TAILQ_ENTRY(router_reader) ready_link; /* r->ready while queued */
+	struct stream *s;
+	router_job_t *job; /* the reference this reader holds */
+	uint64_t cursor;   /* stream offset after the last byte returned */
+	uint64_t skew;	   /* stream offset = file offset + skew */
+	unsigned flags;
+	bool queued; /* on r->ready */
+	void (*ready)(void *cbdata);
+	void *cbdata;
+};
+
+struct stream {
+	router_t *r;
+	uint8_t *buf; /* ring of @cap bytes, NULL until the first byte */
+	size_t cap;
+	size_t head;	/* index in @buf of the byte at offset @start */
+	uint64_t start; /* oldest retained byte */
+	uint64_t end;	/* one past the newest byte == bytes produced */
+	uint64_t mtime_ns;
+	uint64_t dropped; /* discarded before some reader had read them */
+	TAILQ_HEAD(, router_reader) readers;
+	uint32_t nblocking; /* readers without ROUTER_READER_NONBLOCK */
+	bool complete;
+	unsigned held; /* SUSPEND_LAG / SUSPEND_MEM asserted by this stream */
+	stream_flow_fn on_flow; /* owner's latch (rank or job) */
+};
+
+void stream_init(struct stream *s, router_t *r, stream_flow_fn on_flow,
+		 uint64_t now);
+/* Releases held latches (idempotent), detaches nothing: readers must be
+ * gone.  Frees the buffer. */
+void stream_destroy(struct stream *s);
+
+/* Append; discards per the retention rule, notifies readers, may assert
+ * the lag latch.  0 or -ENOMEM (nothing appended). */
+int stream_append(struct stream *s, const void *p, size_t n, uint64_t now);
+/* EOF: notifies readers, releases held latches.  Idempotent. */
+void stream_complete(struct stream *s);
+/* Re-evaluate the latches (after a cursor moved or a reader left). */
+void stream_flow_check(struct stream *s);
+/* Release every latch this stream holds (idempotent). */
+void stream_flow_release(struct stream *s);
+
+int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
+			 void (*ready)(void *), void *cbdata,
+			 router_reader_t **out);
+
+#endif

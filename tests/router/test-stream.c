@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/* Per-rank streams: binary data, readers, replay, retention, discard, skew. */
+#include "harness.h"
+
+static void binary_intact(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_reader_t *rd;
+	char in[3000], out[4000];
+	uint64_t off = 0;
+	int cnt[2] = {0};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (char)(i % 7 == 0 ? 0 : i * 31);
+	h_reg(h, "bin", 0, 1);
+	assert_int_equal(router_reader_open(router_job_lookup(h->r, "bin"), 0,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	for (size_t o = 0; o < sizeof(in); o += 700)
+		assert_int_equal(
+		    h_put(h, "bin", 0, ROUTER_CH_STDOUT, in + o,
+			  o + 700 > sizeof(in) ? sizeof(in) - o : 700, 0, 0,
+			  cnt),
+		    ROUTER_SUCCESS);
+	assert_int_equal(cnt[0], 0); /* never inside the call */
+	h_loop(h);
+	assert_int_equal(cnt[0], 5);
+	assert_int_equal(cnt[1], ROUTER_SUCCESS);
+	assert_int_equal(h_drain(rd, &off, out, sizeof(out)), sizeof(in));
+	assert_memory_equal(in, out, sizeof(in));
+	router_reader_close(rd);
+	h_free(h);
+}
+
+static void readers_independent(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job;
+	router_reader_t *a, *b;
+	char buf[64];
+	uint64_t oa = 0, ob = 0;
+	int ra = 0, rb = 0;
+	struct iovec iov[2];
+	int c;
+	size_t n;
+
+	(void)state;
+	h_reg(h, "j", 0, 1);
+	job = router_job_lookup(h->r, "j");
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0,
+					    h_ready_count, &ra, &a),
+			 0);
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0,
+					    h_ready_count, &rb, &b),
+			 0);
+	assert_int_equal(router_reader_read(a, 0, 10, iov, &c, &n),
+			 ROUTER_AGAIN);
+	h_puts(h, "j", 0, "hello world\n");
+	assert_int_equal(ra, 0); /* deferred, not inside deliver */
+	h_loop(h);
+	assert_int_equal(ra, 1);
+	assert_int_equal(rb, 1);
+	assert_int_equal(router_reader_avail(a, 0), 12);
+	assert_int_equal(router_reader_read(a, oa, 5, iov, &c, &n), 0);
+	assert_int_equal(n, 5);
+	assert_memory_equal(iov[0].iov_base, "hello", 5);
+	oa += n;
+	assert_int_equal(h_drain(b, &ob, buf, sizeof(buf)), 12);
+	assert_int_equal(h_drain(a, &oa, buf, sizeof(buf)), 7);
+	assert_memory_equal(buf, " world\n", 7);
+	assert_false(router_reader_eof(a, oa));
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+	assert_true(router_reader_eof(a, oa));
+	assert_int_equal(router_reader_read(a, oa, 5, iov, &c, &n), 0);
+	assert_int_equal(n, 0);
+	h_loop(h);
+	assert_int_equal(ra, 2);
+	router_reader_close(a);
+	router_reader_close(b);
+	h_free(h);
+}
+
+static void late_reader_replay_and_skew(void **state)
+{
+	struct router_config cfg = {.window = 8192};
+	struct h *h = h_new(&cfg);
+	router_job_t *job;
+	router_reader_t *rd, *nb;
+	struct router_stats st;
+	char line[100], buf[20000];
+	uint64_t off = 0, noff = 0;
+	size_t got;
+
+	(void)state;
+	h_reg(h, "late", 0, 1);
+	job = router_job_lookup(h->r, "late");
+	/* A NONBLOCK reader that never reads. */
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT,
+					    ROUTER_READER_NONBLOCK, NULL, NULL,
+					    &nb),
+			 0);
+	/* 20000 bytes of numbered 10-byte records into an 8 KiB window. */
+	for (int i = 0; i < 2000; i++) {
+		snprintf(line, sizeof(line), "%09d\n", i);
+		h_puts(h, "late", 0, line);
+	}
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.stdout_bytes, 20000);
+	assert_int_equal(st.dropped_bytes, 20000 - 8192);
+	assert_int_equal(st.stdout_xoff, 0); /* no blocking reader */
+	/* A late reader starts at the oldest retained byte. */
+	assert_int_equal(
+	    router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL, NULL, &rd),
+	    0);
+	got = h_drain(rd, &off, buf, sizeof(buf));
+	assert_int_equal(got, 8192);
+	assert_memory_equal(buf + 8192 - 10, "000001999\n", 10);
+	assert_memory_equal(buf + 2, "000001181\n", 10); /* from 11808 */
+	/* Its file offsets keep the skew: 8192 more is the live end. */
+	assert_int_equal(off, 8192);
+	assert_int_equal(router_reader_avail(rd, off), 0);
+	h_puts(h, "late", 0, "000002000\n");
+	got = h_drain(rd, &off, buf, sizeof(buf));
+	assert_int_equal(got, 10);
+	assert_memory_equal(buf, "000002000\n", 10);
+	/* The NONBLOCK reader asked for offset 0: moved to the oldest byte,
+	 * later offsets consistent, no repeats. */
+	got = h_drain(nb, &noff, buf, 100);
+	assert_int_equal(got, 100);
+	assert_memory_equal(buf, "1\n000001182\n", 12); /* from 11818 */
+	got = h_drain(nb, &noff, buf, sizeof(buf));
+	assert_int_equal(got, 8192 - 100 + 0); /* window kept 8192 */
+	assert_memory_equal(buf + got - 10, "000002000\n", 10);
+	router_reader_close(rd);
+	router_reader_close(nb);
+	h_free(h);
+}
+
+static void nothing_dropped_for_blocking_reader(void **state)
+{
+	struct router_config cfg = {.window = 4096, .low_water = 1024};
+	struct h *h = h_new(&cfg);
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	char *big = malloc(100000), *out = malloc(100000);
+	uint64_t off = 0;
+
+	(void)state;
+	for (int i = 0; i < 100000; i++)
+		big[i] = (char)(i * 13 + 7);
+	h_reg(h, "nd", 0, 1);
+	job = router_job_lookup(h->r, "nd");
+	assert_int_equal(
+	    router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL, NULL, &rd),
+	    0);
+	/* The producer ignores XOFF (in flight): everything is retained. */
+	h_put(h, "nd", 0, ROUTER_CH_STDOUT, big, 100000, 0, 0, NULL);
+	assert_int_equal(h->fr[0].xoff[ROUTER_CH_STDOUT], 1);
+	assert_int_equal(h_drain(rd, &off, out, 100000), 100000);
+	assert_memory_equal(big, out, 100000);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.stdout_xoff, 1);
+	assert_int_equal(st.stdout_xon, 1);
+	router_reader_close(rd);
+	free(big);
+	free(out);
+	h_free(h);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(binary_intact),
+	    cmocka_unit_test(readers_independent),
+	    cmocka_unit_test(late_reader_replay_and_skew),
+	    cmocka_unit_test(nothing_dropped_for_blocking_reader),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
