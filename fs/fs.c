@@ -1,0 +1,969 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs filesystem: the FUSE session on the libevent loop, the directory
+ * tree (lookup, getattr, readdir, rmdir/unlink), request parking and
+ * interrupts.  Files are in stream_file.c, stdin_file.c and info.c.
+ */
+#include "fs/fs_i.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FS_ROOT_MODE	       (S_IFDIR | 01777) /* sticky: owners remove their jobs */
+#define FS_DIR_MODE	       (S_IFDIR | 0750)
+#define FS_STREAM_MODE	       (S_IFREG | 0440)
+#define FS_STDIN_MODE	       (S_IFREG | 0200)
+#define FS_INFO_MODE	       (S_IFREG | 0440)
+#define FS_CHILD_ENTRY_TIMEOUT 1.0 /* a job's children never change */
+#define FS_SWEEP_MS	       1000
+
+static const struct {
+	const char *name;
+	enum fs_kind kind;
+} fs_file_names[] = {
+    {"info", FS_K_INFO},
+    {"stdout", FS_K_STDOUT},
+    {"stderr", FS_K_STDERR},
+    {"stdin", FS_K_STDIN},
+};
+
+static struct fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct fs_inode *fs_inode(struct fs *fs, fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return &fs->root;
+	return fs_inode_get(&fs->it, ino);
+}
+
+uint32_t fs_kind_channel(enum fs_kind kind)
+{
+	return kind == FS_K_STDERR ? ROUTER_CH_STDERR : ROUTER_CH_STDOUT;
+}
+
+static uint64_t mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
+
+static void set_time_ns(struct stat *st, uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
+
+	st->st_mtim = ts;
+	st->st_ctim = ts;
+	st->st_atim = ts;
+}
+
+static bool job_running(router_job_t *job)
+{
+	struct router_stats stats;
+
+	router_job_stats(job, &stats);
+	return stats.state == ROUTER_STATE_RUNNING;
+}
+
+void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
+{
+	struct router_stream_attr sa = {0};
+	struct router_stats stats;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_nlink = 1;
+	st->st_blksize = 4096;
+	if (in->kind == FS_K_ROOT) {
+		st->st_mode = FS_ROOT_MODE;
+		st->st_nlink = 2;
+		st->st_uid = fs->uid;
+		st->st_gid = fs->gid;
+		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
+		return;
+	}
+	router_job_stats(in->job, &stats);
+	st->st_uid = stats.uid;
+	st->st_gid = stats.gid;
+	switch (in->kind) {
+	case FS_K_JOB:
+	case FS_K_RANK:
+		st->st_mode = FS_DIR_MODE;
+		st->st_nlink = 2 + (in->kind == FS_K_JOB ? stats.ranks : 0);
+		router_stream_attr(in->job, in->rank, ROUTER_CH_STDOUT, &sa);
+		set_time_ns(st, sa.mtime_ns);
+		break;
+	case FS_K_STDOUT:
+	case FS_K_STDERR:
+		st->st_mode = FS_STREAM_MODE;
+		router_stream_attr(in->job, in->rank, fs_kind_channel(in->kind),
+				   &sa);
+		st->st_size = (off_t)sa.size;
+		st->st_blocks = (blkcnt_t)((sa.size + 511) / 512);
+		set_time_ns(st, sa.mtime_ns);
+		break;
+	case FS_K_STDIN:
+		st->st_mode = FS_STDIN_MODE;
+		router_stream_attr(in->job, in->rank, ROUTER_CH_STDOUT, &sa);
+		set_time_ns(st, sa.mtime_ns);
+		break;
+	case FS_K_INFO: {
+		char *text = NULL;
+		size_t len = 0;
+
+		st->st_mode = FS_INFO_MODE;
+		if (fs_info_render(in->job, in->rank, &text, &len) == 0)
+			st->st_size = (off_t)len;
+		free(text);
+		clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+		st->st_ctim = st->st_atim = st->st_mtim;
+		break;
+	}
+	case FS_K_ROOT:
+		break;
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parking and interrupts                                                    */
+
+static void fs_interrupt_cb(fuse_req_t req, void *data)
+{
+	struct fs_parked *p = data;
+
+	(void)req;
+	/* libfuse may hold the request's lock here: only note it. */
+	if (p->interrupted)
+		return;
+	p->interrupted = true;
+	TAILQ_INSERT_TAIL(&p->fs->interrupted, p, ilink);
+	event_active(p->fs->intr_ev, EV_TIMEOUT, 1);
+}
+
+static void fs_intr_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_parked *p;
+
+	(void)fd;
+	(void)what;
+	while ((p = TAILQ_FIRST(&fs->interrupted))) {
+		TAILQ_REMOVE(&fs->interrupted, p, ilink);
+		p->interrupted = false;
+		if (p->type == FS_P_WRITE)
+			fs_stdin_interrupted(p);
+		else
+			fs_stream_interrupted(p);
+	}
+}
+
+void fs_park(struct fs *fs, struct fs_parked *p)
+{
+	p->fs = fs;
+	p->interrupted = false;
+	fuse_req_interrupt_func(p->req, fs_interrupt_cb, p);
+}
+
+void fs_unpark(struct fs *fs, struct fs_parked *p)
+{
+	if (p->interrupted) {
+		TAILQ_REMOVE(&fs->interrupted, p, ilink);
+		p->interrupted = false;
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lookup, getattr, forget                                                   */
+
+static bool parse_rank(const char *name, uint32_t *rank)
+{
+	char *end;
+	unsigned long long v;
+
+	/* canonical decimal only: "7", not "07" or "+7" */
+	if (name[0] < '0' || name[0] > '9' || (name[0] == '0' && name[1]))
+		return false;
+	errno = 0;
+	v = strtoull(name, &end, 10);
+	if (errno || *end || v > ROUTER_RANK_MAX)
+		return false;
+	*rank = (uint32_t)v;
+	return true;
+}
+
+/* The child @name of @parent, or NULL (errno-style code in *err). */
+static struct fs_inode *fs_child(struct fs *fs, struct fs_inode *parent,
+				 const char *name, int *err)
+{
+	struct fs_inode *in = NULL;
+	uint32_t rank;
+
+	*err = ENOENT;
+	if (parent->kind == FS_K_ROOT) {
+		router_job_t *job = router_job_lookup(fs->r, name);
+
+		if (!job)
+			return NULL;
+		in = fs_inode_ensure(&fs->it, FS_K_JOB, job,
+				     ROUTER_RANK_WILDCARD);
+	} else if (parent->kind == FS_K_JOB || parent->kind == FS_K_RANK) {
+		for (size_t i = 0; i < 4 && !in; i++)
+			if (!strcmp(name, fs_file_names[i].name))
+				in = fs_inode_ensure(&fs->it,
+						     fs_file_names[i].kind,
+						     parent->job, parent->rank);
+		if (!in && strcmp(name, "info") && strcmp(name, "stdout") &&
+		    strcmp(name, "stderr") && strcmp(name, "stdin")) {
+			if (parent->kind != FS_K_JOB ||
+			    !parse_rank(name, &rank) ||
+			    !router_job_rank(parent->job, rank))
+				return NULL;
+			in = fs_inode_ensure(&fs->it, FS_K_RANK, parent->job,
+					     rank);
+		}
+	} else {
+		*err = ENOTDIR;
+		return NULL;
+	}
+	if (!in)
+		*err = ENOMEM;
+	return in;
+}
+
+static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_inode *pin = fs_inode(fs, parent), *in;
+	struct fuse_entry_param e;
+	int err;
+
+	if (!pin) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	in = fs_child(fs, pin, name, &err);
+	if (!in) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = in->ino;
+	e.attr_timeout = 0;
+	/* A root entry can be replaced (a job re-run under the same name). */
+	e.entry_timeout = pin->kind == FS_K_ROOT ? 0 : FS_CHILD_ENTRY_TIMEOUT;
+	fs_fill_stat(fs, in, &e.attr);
+	if (fuse_reply_entry(req, &e) == 0)
+		in->nlookup++;
+}
+
+static void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
+{
+	struct fs_inode *in = ino == FUSE_ROOT_ID ? NULL : fs_inode(fs, ino);
+
+	if (!in)
+		return;
+	in->nlookup = in->nlookup > n ? in->nlookup - n : 0;
+	if (in->nlookup == 0 && router_job_removed(in->job))
+		fs_inode_free(&fs->it, in);
+}
+
+static void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_forget_one(req_fs(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_op_forget_multi(fuse_req_t req, size_t count,
+			       struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		fs_forget_one(req_fs(req), forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_inode *in = fs_inode(fs, ino);
+	struct stat st;
+
+	(void)fi;
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	fs_fill_stat(fs, in, &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
+static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			  int to_set, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_inode *in = fs_inode(fs, ino);
+	struct stat st;
+
+	(void)fi;
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	/* "> stdin" may truncate: a no-op on a FIFO-like file. */
+	if (in->kind != FS_K_STDIN || to_set != FUSE_SET_ATTR_SIZE ||
+	    attr->st_size != 0) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fs_fill_stat(fs, in, &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Directories                                                               */
+
+struct fs_dirent {
+	char *name;
+	uint64_t ino;
+	mode_t type;
+};
+
+struct fs_dir {
+	struct fs_dirent *ents;
+	size_t n, cap;
+};
+
+static void fs_dir_clear(struct fs_dir *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		free(d->ents[i].name);
+	d->n = 0;
+}
+
+static int fs_dir_add(struct fs_dir *d, const char *name,
+		      const struct fs_inode *in, mode_t type)
+{
+	if (!in)
+		return -ENOMEM;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 16;
+		struct fs_dirent *e = realloc(d->ents, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		d->ents = e;
+		d->cap = cap;
+	}
+	d->ents[d->n].name = strdup(name);
+	if (!d->ents[d->n].name)
+		return -ENOMEM;
+	d->ents[d->n].ino = in->ino;
+	d->ents[d->n].type = type;
+	d->n++;
+	return 0;
+}
+
+/* (Re)build the snapshot a directory stream is served from. */
+static int fs_dir_fill(struct fs *fs, struct fs_inode *in, struct fs_dir *d)
+{
+	int rc;
+
+	fs_dir_clear(d);
+	rc = fs_dir_add(d, ".", in, S_IFDIR);
+	if (!rc)
+		rc = fs_dir_add(d, "..", &fs->root, S_IFDIR);
+	if (rc)
+		return rc;
+	if (in->kind == FS_K_ROOT) {
+		for (router_job_t *job = router_job_first(fs->r); job && !rc;
+		     job = router_job_next(job))
+			rc = fs_dir_add(d, router_job_nspace(job),
+					fs_inode_ensure(&fs->it, FS_K_JOB, job,
+							ROUTER_RANK_WILDCARD),
+					S_IFDIR);
+		return rc;
+	}
+	for (size_t i = 0; i < 4 && !rc; i++)
+		rc = fs_dir_add(d, fs_file_names[i].name,
+				fs_inode_ensure(&fs->it, fs_file_names[i].kind,
+						in->job, in->rank),
+				S_IFREG);
+	if (in->kind != FS_K_JOB)
+		return rc;
+	for (size_t i = 0; i < router_job_rank_count(in->job) && !rc; i++) {
+		uint32_t rank = router_rank_id(router_job_rank_at(in->job, i));
+		char name[16];
+
+		snprintf(name, sizeof(name), "%" PRIu32, rank);
+		rc = fs_dir_add(
+		    d, name, fs_inode_ensure(&fs->it, FS_K_RANK, in->job, rank),
+		    S_IFDIR);
+	}
+	return rc;
+}
+
+static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_inode *in = fs_inode(fs, ino);
+	struct fs_dir *d;
+
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (in->kind != FS_K_ROOT && in->kind != FS_K_JOB &&
+	    in->kind != FS_K_RANK) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d || fs_dir_fill(fs, in, d) < 0) {
+		if (d)
+			fs_dir_clear(d);
+		free(d ? d->ents : NULL);
+		free(d);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) != 0) {
+		fs_dir_clear(d);
+		free(d->ents);
+		free(d);
+	}
+}
+
+static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			  off_t off, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_dir *d = (struct fs_dir *)(uintptr_t)fi->fh;
+	struct fs_inode *in = fs_inode(fs, ino);
+	char *buf;
+	size_t used = 0;
+
+	if (off == 0 && in && fs_dir_fill(fs, in, d) < 0) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off; i < d->n; i++) {
+		struct stat st = {.st_ino = d->ents[i].ino,
+				  .st_mode = d->ents[i].type};
+		size_t need =
+		    fuse_add_direntry(req, buf + used, size - used,
+				      d->ents[i].name, &st, (off_t)(i + 1));
+
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			     struct fuse_file_info *fi)
+{
+	struct fs_dir *d = (struct fs_dir *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	fs_dir_clear(d);
+	free(d->ents);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+/* rmdir MNT/<nspace> removes a completed job; inside a completed job rmdir
+ * and unlink succeed without doing anything so "rm -r MNT/<nspace>" works. */
+static void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_inode *pin = fs_inode(fs, parent), *in;
+	int err, rc;
+
+	if (!pin) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	in = fs_child(fs, pin, name, &err);
+	if (!in) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	if (in->kind != FS_K_JOB && in->kind != FS_K_RANK) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	if (job_running(in->job)) {
+		fuse_reply_err(req, EBUSY);
+		return;
+	}
+	if (in->kind == FS_K_RANK || router_job_removed(in->job)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	rc = router_job_remove(fs->r, in->job);
+	if (rc == 0)
+		fs_itable_gc(&fs->it);
+	fuse_reply_err(req, rc == 0 ? 0 : rc == ROUTER_ERR_BUSY ? EBUSY : EIO);
+}
+
+static void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_inode *pin = fs_inode(fs, parent), *in;
+	int err;
+
+	if (!pin) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	in = fs_child(fs, pin, name, &err);
+	if (!in) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	if (in->kind == FS_K_JOB || in->kind == FS_K_RANK) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	fuse_reply_err(req, job_running(in->job) ? EBUSY : 0);
+}
+
+static void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+			mode_t mode)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+			mode_t mode, dev_t rdev)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)rdev;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			  const char *name)
+{
+	(void)link;
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 fuse_ino_t newparent, const char *newname,
+			 unsigned int flags)
+{
+	(void)parent;
+	(void)name;
+	(void)newparent;
+	(void)newname;
+	(void)flags;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		       const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	fuse_reply_err(req, EPERM);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files: dispatch on the inode kind (open) or the handle's tag              */
+
+static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_inode *in = fs_inode(fs, ino);
+
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	switch (in->kind) {
+	case FS_K_STDOUT:
+	case FS_K_STDERR:
+		fs_stream_open(fs, req, in, fi);
+		break;
+	case FS_K_STDIN:
+		fs_stdin_open(fs, req, in, fi);
+		break;
+	case FS_K_INFO:
+		fs_info_open(fs, req, in, fi);
+		break;
+	default:
+		fuse_reply_err(req, EISDIR);
+		break;
+	}
+}
+
+static struct fs_file *fh_file(struct fuse_file_info *fi)
+{
+	return (struct fs_file *)(uintptr_t)fi->fh;
+}
+
+static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct fs_file *f = fh_file(fi);
+
+	(void)ino;
+	if (f->kind == FS_K_STDOUT || f->kind == FS_K_STDERR)
+		fs_stream_read((struct fs_stream *)f, req, size, off, fi);
+	else if (f->kind == FS_K_INFO)
+		fs_info_read((struct fs_info *)f, req, size, off);
+	else
+		fuse_reply_err(req, EBADF);
+}
+
+static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+			size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs_file *f = fh_file(fi);
+
+	(void)ino;
+	(void)off; /* stdin is a FIFO: offsets mean nothing */
+	if (f->kind == FS_K_STDIN)
+		fs_stdin_write((struct fs_stdin *)f, req, buf, size);
+	else
+		fuse_reply_err(req, EBADF);
+}
+
+static void fs_op_poll(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi, struct fuse_pollhandle *ph)
+{
+	struct fs_file *f = fh_file(fi);
+
+	(void)ino;
+	if (f->kind == FS_K_STDOUT || f->kind == FS_K_STDERR) {
+		fs_stream_poll((struct fs_stream *)f, req, ph);
+	} else if (f->kind == FS_K_STDIN) {
+		fs_stdin_poll((struct fs_stdin *)f, req, ph);
+	} else {
+		if (ph)
+			fuse_pollhandle_destroy(ph);
+		fuse_reply_poll(req, POLLIN | POLLRDNORM);
+	}
+}
+
+static void fs_op_flush(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs_file *f = fh_file(fi);
+
+	(void)ino;
+	if (f->kind == FS_K_STDOUT || f->kind == FS_K_STDERR)
+		fs_stream_release((struct fs_stream *)f);
+	else if (f->kind == FS_K_STDIN)
+		fs_stdin_release((struct fs_stdin *)f);
+	else
+		fs_info_release((struct fs_info *)f);
+	fuse_reply_err(req, 0);
+}
+
+static void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+    .lookup = fs_op_lookup,
+    .forget = fs_op_forget,
+    .forget_multi = fs_op_forget_multi,
+    .getattr = fs_op_getattr,
+    .setattr = fs_op_setattr,
+    .mkdir = fs_op_mkdir,
+    .mknod = fs_op_mknod,
+    .symlink = fs_op_symlink,
+    .unlink = fs_op_unlink,
+    .rmdir = fs_op_rmdir,
+    .rename = fs_op_rename,
+    .link = fs_op_link,
+    .open = fs_op_open,
+    .read = fs_op_read,
+    .write = fs_op_write,
+    .flush = fs_op_flush,
+    .release = fs_op_release,
+    .fsync = fs_op_fsync,
+    .opendir = fs_op_opendir,
+    .readdir = fs_op_readdir,
+    .releasedir = fs_op_releasedir,
+    .poll = fs_op_poll,
+};
+
+/* ------------------------------------------------------------------------ */
+/* The session on the loop                                                   */
+
+static void fs_session_ended(struct fs *fs)
+{
+	if (fs->dev_ev)
+		event_del(fs->dev_ev);
+	if (fs->exit_reported)
+		return;
+	fs->exit_reported = true;
+	if (fs->on_exit)
+		fs->on_exit(fs->on_exit_ctx);
+}
+
+static void fs_dev_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fs *fs = arg;
+
+	(void)fd;
+	(void)what;
+	/* A bounded batch keeps sockets and timers served under load. */
+	for (int i = 0; i < 64; i++) {
+		int res = fuse_session_receive_buf(fs->se, &fs->buf);
+
+		if (res == -EINTR)
+			continue; /* the request was withdrawn: next one */
+		if (res == -EAGAIN)
+			return;
+		if (res <= 0 || fuse_session_exited(fs->se)) {
+			fs_session_ended(fs);
+			return;
+		}
+		fuse_session_process_buf(fs->se, &fs->buf);
+		if (fuse_session_exited(fs->se)) {
+			fs_session_ended(fs);
+			return;
+		}
+	}
+}
+
+/* Remove jobs completed for longer than the linger time. */
+static bool fs_linger_one(struct fs *fs, uint64_t now)
+{
+	for (router_job_t *job = router_job_first(fs->r); job;
+	     job = router_job_next(job)) {
+		struct fs_inode *in;
+
+		if (job_running(job))
+			continue;
+		in = fs_inode_ensure(&fs->it, FS_K_JOB, job,
+				     ROUTER_RANK_WILDCARD);
+		if (!in)
+			return false;
+		if (!in->complete_since_s) {
+			in->complete_since_s = now;
+			continue;
+		}
+		if (now - in->complete_since_s >= fs->linger_s &&
+		    router_job_remove(fs->r, job) == 0)
+			return true; /* iteration invalidated: start again */
+	}
+	return false;
+}
+
+static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fs *fs = arg;
+
+	(void)fd;
+	(void)what;
+	if (fs->linger_s && !fs->shutdown) {
+		uint64_t now = mono_s() + 1; /* never 0 */
+
+		while (fs_linger_one(fs, now))
+			;
+	}
+	fs_stream_reap(fs);
+	fs_itable_gc(&fs->it);
+}
+
+int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
+	   char *err, size_t errlen, fs_t **out)
+{
+	struct fs *fs;
+	char opts[4096];
+	struct timeval tv = {.tv_sec = FS_SWEEP_MS / 1000,
+			     .tv_usec = (FS_SWEEP_MS % 1000) * 1000};
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	fs = calloc(1, sizeof(*fs));
+	if (!fs) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	fs->base = base;
+	fs->r = r;
+	fs->debug = cfg->debug;
+	fs->linger_s = cfg->linger_s;
+	fs->on_exit = cfg->on_exit;
+	fs->on_exit_ctx = cfg->on_exit_ctx;
+	fs->root.ino = FUSE_ROOT_ID;
+	fs->root.kind = FS_K_ROOT;
+	fs->uid = getuid();
+	fs->gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs->start);
+	fs_itable_init(&fs->it);
+	TAILQ_INIT(&fs->interrupted);
+	TAILQ_INIT(&fs->streams);
+	TAILQ_INIT(&fs->stdins);
+	fs->mountpoint = strdup(cfg->mountpoint);
+	fs->intr_ev = event_new(base, -1, 0, fs_intr_ev_cb, fs);
+	fs->sweep_ev = event_new(base, -1, EV_PERSIST, fs_sweep_cb, fs);
+	if (!fs->mountpoint || !fs->intr_ev || !fs->sweep_ev) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	snprintf(
+	    opts, sizeof(opts),
+	    "default_permissions,auto_unmount,fsname=iofs,subtype=iofs%s%s%s",
+	    geteuid() == 0 ? ",allow_other" : "",
+	    cfg->fuse_opts && *cfg->fuse_opts ? "," : "",
+	    cfg->fuse_opts ? cfg->fuse_opts : "");
+	if (fuse_opt_add_arg(&fs->args, "iofs") ||
+	    fuse_opt_add_arg(&fs->args, "-o") ||
+	    fuse_opt_add_arg(&fs->args, opts) ||
+	    (cfg->debug && fuse_opt_add_arg(&fs->args, "-d"))) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	fs->se = fuse_session_new(&fs->args, &fs_ops, sizeof(fs_ops), fs);
+	if (!fs->se) {
+		snprintf(err, errlen,
+			 "bad FUSE mount option in '-o %s' (see the message "
+			 "above and iofs(8))",
+			 cfg->fuse_opts ? cfg->fuse_opts : "");
+		rc = -EINVAL;
+		goto out_free;
+	}
+	event_add(fs->sweep_ev, &tv);
+	*out = fs;
+	return 0;
+
+out_free:
+	fs_free(fs);
+	return rc;
+}
+
+int fs_mount(fs_t *fs, char *err, size_t errlen)
+{
+	int fd, fl;
+
+	if (fs->mounted)
+		return 0;
+	if (fuse_session_mount(fs->se, fs->mountpoint) != 0) {
+		snprintf(err, errlen,
+			 "cannot mount %s (see the message above): check that "
+			 "fusermount3 is installed and /dev/fuse is usable",
+			 fs->mountpoint);
+		return -EIO;
+	}
+	fs->mounted = true;
+	fd = fuse_session_fd(fs->se);
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		goto out_unmount;
+	fs->dev_ev =
+	    event_new(fs->base, fd, EV_READ | EV_PERSIST, fs_dev_cb, fs);
+	if (!fs->dev_ev || event_add(fs->dev_ev, NULL) < 0)
+		goto out_unmount;
+	return 0;
+
+out_unmount:
+	snprintf(err, errlen, "cannot watch the FUSE device: %s",
+		 strerror(errno));
+	fs_unmount(fs);
+	return -EIO;
+}
+
+void fs_shutdown(fs_t *fs)
+{
+	struct fs_stream *s;
+	struct fs_stdin *w;
+
+	if (!fs || fs->shutdown)
+		return;
+	fs->shutdown = true;
+	TAILQ_FOREACH (s, &fs->streams, link)
+		fs_stream_shutdown(s);
+	TAILQ_FOREACH (w, &fs->stdins, link)
+		fs_stdin_shutdown(w);
+}
+
+void fs_unmount(fs_t *fs)
+{
+	if (!fs || !fs->mounted)
+		return;
+	if (fs->dev_ev) {
+		event_free(fs->dev_ev);
+		fs->dev_ev = NULL;
+	}
+	fuse_session_unmount(fs->se);
+	fs->mounted = false;
+}
+
+void fs_free(fs_t *fs)
+{
+	struct fs_stream *s;
+	struct fs_stdin *w;
+
+	if (!fs)
+		return;
+	fs_shutdown(fs);
+	fs_unmount(fs);
+	/* Handles the kernel never released (the mount is gone). */
+	while ((s = TAILQ_FIRST(&fs->streams)))
+		fs_stream_release(s);
+	while ((w = TAILQ_FIRST(&fs->stdins)))
+		fs_stdin_release(w);
+	if (fs->se)
+		fuse_session_destroy(fs->se);
+	fuse_opt_free_args(&fs->args);
+	free(fs->buf.mem);
+	fs_itable_release(&fs->it);
+	if (fs->intr_ev)
+		event_free(fs->intr_ev);
+	if (fs->sweep_ev)
+		event_free(fs->sweep_ev);
+	free(fs->mountpoint);
+	free(fs);
+}

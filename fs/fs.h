@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs filesystem: the FUSE low-level adapter over the router.
+ *
+ * Serves MOUNTPOINT/<nspace>/{info,stdout,stderr,stdin} and
+ * MOUNTPOINT/<nspace>/<rank>/{stdout,stderr,stdin,info} straight from the
+ * router (docs/filesystem.md).  Single-threaded: the FUSE device is one
+ * persistent read event on the daemon's libevent loop, and every request
+ * that cannot be answered at once (a read at the live end, a write while the
+ * rank's stdin is XOFFed, the open of an empty live stream) is parked and
+ * answered later from a router callback.  Every call here runs on the loop
+ * thread.
+ */
+#ifndef IOFS_FS_H
+#define IOFS_FS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "router/router.h"
+
+struct event_base;
+typedef struct fs fs_t;
+
+struct fs_config {
+	/* Absolute path of an existing directory; copied. */
+	const char *mountpoint;
+	/* Extra FUSE mount options ("-o" syntax without the "-o", comma
+	 * separated; NULL = none); copied.  allow_other (as root),
+	 * default_permissions, auto_unmount, fsname and subtype are added. */
+	const char *fuse_opts;
+	bool debug;	   /* libfuse debug: log every request to stderr */
+	uint32_t linger_s; /* remove completed jobs after this; 0 = never */
+	/* Called once, on the loop thread, when the session ends by itself
+	 * (fusermount3 -u, umount, fatal device error).  May be NULL. */
+	void (*on_exit)(void *ctx);
+	void *on_exit_ctx;
+};
+
+/*
+ * Create the filesystem on @base over @r (both borrowed; they must outlive
+ * the fs).  Parses the FUSE options: a bad option fails with -EINVAL and a
+ * message in @err.  Nothing is mounted yet.  Returns 0 or -errno; *out is
+ * owned by the caller, free it with fs_free().
+ */
+int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
+	   char *err, size_t errlen, fs_t **out);
+
+/*
+ * Mount and start serving (adds the device's read event to the loop).
+ * Returns 0, or -errno with a message in @err that says what to do.
+ */
+int fs_mount(fs_t *fs, char *err, size_t errlen);
+
+/*
+ * Answer every parked request: reads get EOF, opens succeed, writes get the
+ * bytes consumed so far (EPIPE if none).  Later requests are answered at
+ * once (no parking).  Call before router_shutdown().  Idempotent.
+ */
+void fs_shutdown(fs_t *fs);
+
+/* Unmount (if mounted) and stop serving.  Idempotent. */
+void fs_unmount(fs_t *fs);
+
+/* fs_shutdown() + fs_unmount(), then free everything (open handles, inode
+ * references).  NULL-safe. */
+void fs_free(fs_t *fs);
+
+/*
+ * Pre-mount checks shared with the daemon: /dev/fuse usable, @path an
+ * existing directory and not already a mount point.  Returns 0 or -errno
+ * with a message in @err saying what to do.
+ */
+int fs_check_mountpoint(const char *path, char *err, size_t errlen);
+
+#endif /* IOFS_FS_H */

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/* iofs filesystem internals, shared by the fs/ sources only. */
+#ifndef IOFS_FS_I_H
+#define IOFS_FS_I_H
+
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+
+struct event;
+
+/* What an inode is.  Job-level files use rank ROUTER_RANK_WILDCARD. */
+enum fs_kind {
+	FS_K_ROOT = 0,
+	FS_K_JOB,    /* MNT/<nspace> */
+	FS_K_RANK,   /* MNT/<nspace>/<rank> */
+	FS_K_STDOUT, /* stream files */
+	FS_K_STDERR,
+	FS_K_STDIN,
+	FS_K_INFO,
+};
+
+/*
+ * One inode.  Numbers are allocated sequentially and never reused; an entry
+ * lives while the kernel holds lookups on it (nlookup > 0) or while its job
+ * is still in the router's registry, so the same object keeps the same
+ * number.  The key is (job pointer, rank, kind); the job reference held by
+ * the entry keeps the pointer from being reused while the entry exists.
+ */
+struct fs_inode {
+	uint64_t ino;
+	enum fs_kind kind;
+	router_job_t *job; /* reference owned by this entry; NULL for root */
+	uint32_t rank;
+	uint64_t nlookup; /* kernel lookup count */
+	uint64_t
+	    complete_since_s; /* FS_K_JOB: monotonic s of completion seen */
+	struct fs_inode *ino_next; /* hash chains */
+	struct fs_inode *key_next;
+};
+
+struct fs_itable {
+	struct fs_inode **by_ino;
+	struct fs_inode **by_key;
+	size_t nbuckets; /* power of two */
+	size_t count;
+	uint64_t next_ino;
+};
+
+/* A request not answered yet. */
+enum fs_park_type {
+	FS_P_OPEN,  /* open of an empty live stream */
+	FS_P_READ,  /* read at the live end */
+	FS_P_WRITE, /* stdin write waiting for the router */
+};
+
+struct fs_parked {
+	struct fs *fs;
+	fuse_req_t req;
+	enum fs_park_type type;
+	void *owner;	  /* struct fs_stream / struct fs_stdin */
+	bool interrupted; /* on fs->interrupted, waiting for the deferred reply
+			   */
+	TAILQ_ENTRY(fs_parked) link;  /* in the owner's list */
+	TAILQ_ENTRY(fs_parked) ilink; /* in fs->interrupted */
+	/* FS_P_READ */
+	off_t off;
+	size_t size;
+	/* FS_P_WRITE */
+	router_push_t *push; /* valid until the push callback */
+	void *bytes;	     /* owned copy of the write */
+	size_t len;
+};
+TAILQ_HEAD(fs_parked_list, fs_parked);
+
+/* Every fi->fh starts with this tag. */
+struct fs_file {
+	enum fs_kind kind;
+};
+
+struct fs_stream {
+	struct fs_file base;
+	struct fs *fs;
+	router_reader_t *rd;	      /* owned; closed at release */
+	struct fs_parked_list parked; /* FS_P_OPEN first, then FS_P_READ */
+	struct fuse_pollhandle *ph;   /* owned; NULL if no poll waiting */
+	struct fuse_file_info fi;     /* copy for a parked open's reply */
+	uint64_t pos; /* end of the last answered read, for poll */
+	bool orphan;  /* parked open answered too late: free at next sweep */
+	TAILQ_ENTRY(fs_stream) link; /* in fs->streams */
+};
+
+struct fs_stdin {
+	struct fs_file base;
+	struct fs *fs;
+	router_job_t *job; /* reference owned by the handle */
+	uint32_t rank;	   /* or ROUTER_RANK_WILDCARD (broadcast) */
+	bool attached;	   /* router_stdin_attach() succeeded */
+	struct fs_parked_list parked;
+	struct fuse_pollhandle *ph;
+	TAILQ_ENTRY(fs_stdin) link; /* in fs->stdins */
+};
+
+struct fs_info {
+	struct fs_file base;
+	char *text; /* snapshot taken at open, owned */
+	size_t len;
+};
+
+struct fs {
+	struct event_base *base;
+	router_t *r;
+	struct fuse_session *se;
+	struct event *dev_ev;	/* persistent read event on the FUSE fd */
+	struct event *intr_ev;	/* deferred answers to interrupts */
+	struct event *sweep_ev; /* linger + inode garbage collection */
+	struct fuse_buf buf;	/* receive buffer, reused */
+	char *mountpoint;
+	struct fuse_args args;
+	bool mounted;
+	bool shutdown; /* fs_shutdown() ran: answer at once, never park */
+	bool exit_reported;
+	bool debug;
+	uint32_t linger_s;
+	uid_t uid; /* the daemon's, for the root directory */
+	gid_t gid;
+	struct timespec start;
+	void (*on_exit)(void *ctx);
+	void *on_exit_ctx;
+	struct fs_inode root; /* not in the table: no job, never goes away */
+	struct fs_itable it;
+	struct fs_parked_list interrupted;
+	TAILQ_HEAD(, fs_stream) streams;
+	TAILQ_HEAD(, fs_stdin) stdins;
+};
+
+/* inode.c */
+void fs_itable_init(struct fs_itable *it);
+void fs_itable_release(struct fs_itable *it);
+struct fs_inode *fs_inode_get(struct fs_itable *it, uint64_t ino);
+/* Find or create; takes a job reference for a new entry.  NULL on ENOMEM. */
+struct fs_inode *fs_inode_ensure(struct fs_itable *it, enum fs_kind kind,
+				 router_job_t *job, uint32_t rank);
+void fs_inode_free(struct fs_itable *it, struct fs_inode *in);
+/* Free entries nobody looks up whose job left the registry. */
+void fs_itable_gc(struct fs_itable *it);
+/* Iterate: call @fn on every entry (it may not free entries). */
+void fs_itable_foreach(struct fs_itable *it,
+		       void (*fn)(struct fs_inode *in, void *ctx), void *ctx);
+
+/* fs.c */
+void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
+/* Park @p and register its interrupt callback. */
+void fs_park(struct fs *fs, struct fs_parked *p);
+/* Drop @p from the interrupted list if it is there (before answering). */
+void fs_unpark(struct fs *fs, struct fs_parked *p);
+uint32_t fs_kind_channel(enum fs_kind kind);
+
+/* stream_file.c */
+void fs_stream_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
+		    struct fuse_file_info *fi);
+void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
+		    struct fuse_pollhandle *ph);
+void fs_stream_release(struct fs_stream *s);
+void fs_stream_interrupted(struct fs_parked *p);
+void fs_stream_shutdown(struct fs_stream *s);
+/* Free orphaned handles (outside any router callback). */
+void fs_stream_reap(struct fs *fs);
+
+/* stdin_file.c */
+void fs_stdin_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
+		   struct fuse_file_info *fi);
+void fs_stdin_write(struct fs_stdin *w, fuse_req_t req, const char *buf,
+		    size_t size);
+void fs_stdin_poll(struct fs_stdin *w, fuse_req_t req,
+		   struct fuse_pollhandle *ph);
+void fs_stdin_release(struct fs_stdin *w);
+void fs_stdin_interrupted(struct fs_parked *p);
+void fs_stdin_shutdown(struct fs_stdin *w);
+
+/* info.c */
+/* Render the info text of a job (rank WILDCARD) or rank; malloc'ed. */
+int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len);
+void fs_info_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
+		  struct fuse_file_info *fi);
+void fs_info_read(struct fs_info *f, fuse_req_t req, size_t size, off_t off);
+void fs_info_release(struct fs_info *f);
+
+#endif /* IOFS_FS_I_H */

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs: the daemon.  One libevent loop drives the FUSE session, the
+ * listeners, the PMIx source and the router's timers.
+ *
+ *   iofs [-f] [-d] [-o OPT[,OPT...]] [--listen ADDR]... [--output-dir DIR]
+ *        [--pmix SERVER] MOUNTPOINT
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "fs/output_dir.h"
+#include "iofs_config.h"
+#include "router/router.h"
+#if IOFS_FS_WITH_NET
+#include "net/server.h"
+#endif
+#if IOFS_FS_WITH_PMIX
+#include "net/pmix/pmix_source.h"
+#endif
+
+#define MAX_LISTEN 16
+
+struct options {
+	bool foreground;
+	bool debug;
+	bool allow_remote_tcp;
+	const char *listen[MAX_LISTEN];
+	size_t nlisten;
+	const char *output_dir;
+	const char *pmix;
+	const char *mountpoint;
+	char mountpoint_abs[PATH_MAX];
+	uint32_t linger_s;
+	size_t window;
+	char fuse_opts[2048]; /* -o options we pass on to libfuse */
+};
+
+struct daemon {
+	struct options *opt;
+	struct event_base *base;
+	router_t *r;
+	fs_t *fs;
+	output_dir_t *od;
+#if IOFS_FS_WITH_NET
+	net_server_t *net;
+#endif
+#if IOFS_FS_WITH_PMIX
+	pmix_source_t *pmix;
+#endif
+	struct event *sigs[3];
+	bool stopping;
+	bool use_syslog; /* background: stderr is /dev/null */
+};
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: iofs [-f] [-d] [-o OPT[,OPT...]] [--listen ADDR]...\n"
+	    "            [--output-dir DIR] [--pmix SERVER] MOUNTPOINT\n"
+	    "\n"
+	    "  -f                 stay in the foreground\n"
+	    "  -d                 log every FUSE request (implies -f)\n"
+	    "  -o linger=SECONDS  remove completed jobs after SECONDS\n"
+	    "  -o window=BYTES    retained bytes per stream (default 1 MiB)\n"
+	    "  -o allow_remote    accept TCP forwarders not on loopback\n"
+	    "  -o OPT             any other option goes to FUSE (mount(8))\n"
+	    "  --listen ADDR      unix:/path or tcp:HOST:PORT (repeatable);\n"
+	    "                     default $IOFS_ADDR, else\n"
+	    "                     unix:$XDG_RUNTIME_DIR/iofs.sock, else\n"
+	    "                     unix:/run/iofs.sock (root)\n"
+	    "  --output-dir DIR   also write "
+	    "DIR/<nspace>/<rank>/{stdout,stderr}\n"
+	    "  --pmix SERVER      pull output from a PMIx server (URI, "
+	    "pid:PID,\n"
+	    "                     rendezvous file, or 'system')\n"
+	    "  -h, --help         this help;  -V, --version  the version\n"
+	    "See iofs(8).\n");
+}
+
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!*s || *s == '-')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Split one -o argument: ours are consumed, the rest appended for FUSE. */
+static int parse_o(struct options *o, char *arg)
+{
+	char *save = NULL;
+
+	for (char *tok = strtok_r(arg, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+		size_t used = strlen(o->fuse_opts);
+
+		if (!strncmp(tok, "linger=", 7)) {
+			if (!parse_u64(tok + 7, UINT32_MAX, &v)) {
+				fprintf(stderr,
+					"iofs: bad -o %s: give a number of "
+					"seconds, e.g. -o linger=600\n",
+					tok);
+				return -1;
+			}
+			o->linger_s = (uint32_t)v;
+		} else if (!strncmp(tok, "window=", 7)) {
+			if (!parse_u64(tok + 7, SIZE_MAX / 4, &v) || v < 4096) {
+				fprintf(
+				    stderr,
+				    "iofs: bad -o %s: give a byte count of "
+				    "at least 4096, e.g. -o window=1048576\n",
+				    tok);
+				return -1;
+			}
+			o->window = (size_t)v;
+		} else if (!strcmp(tok, "allow_remote")) {
+			o->allow_remote_tcp = true;
+		} else if (used + strlen(tok) + 2 < sizeof(o->fuse_opts)) {
+			snprintf(o->fuse_opts + used,
+				 sizeof(o->fuse_opts) - used, "%s%s",
+				 used ? "," : "", tok);
+		} else {
+			fprintf(stderr, "iofs: too many -o options\n");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+enum { OPT_LISTEN = 256, OPT_OUTPUT_DIR, OPT_PMIX };
+
+/* Returns -1 to exit with status 2 (usage), 1 to exit 0 (help), 0 to run. */
+static int parse_args(struct options *o, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"listen", required_argument, NULL, OPT_LISTEN},
+	    {"output-dir", required_argument, NULL, OPT_OUTPUT_DIR},
+	    {"pmix", required_argument, NULL, OPT_PMIX},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+fdo:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			o->foreground = true;
+			break;
+		case 'd':
+			o->debug = o->foreground = true;
+			break;
+		case 'o':
+			if (parse_o(o, optarg) < 0)
+				return -1;
+			break;
+		case OPT_LISTEN:
+			if (o->nlisten == MAX_LISTEN) {
+				fprintf(stderr, "iofs: at most %d --listen\n",
+					MAX_LISTEN);
+				return -1;
+			}
+			o->listen[o->nlisten++] = optarg;
+			break;
+		case OPT_OUTPUT_DIR:
+			o->output_dir = optarg;
+			break;
+		case OPT_PMIX:
+			o->pmix = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'V':
+			printf("iofs %s\n", IOFS_VERSION);
+			return 1;
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "iofs: %s\n",
+			optind >= argc ? "missing MOUNTPOINT"
+				       : "exactly one MOUNTPOINT expected");
+		usage(stderr);
+		return -1;
+	}
+	o->mountpoint = argv[optind];
+	return 0;
+}
+
+static void daemon_log(void *ctx, int level, const char *msg)
+{
+	struct daemon *d = ctx;
+
+	if (d->use_syslog)
+		syslog(level, "%s", msg);
+	else
+		fprintf(stderr, "iofs: %s\n", msg);
+}
+
+static void daemon_stop(struct daemon *d)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+#if IOFS_FS_WITH_NET
+	net_server_stop_listening(d->net);
+#endif
+	fs_shutdown(d->fs);    /* parked reads EOF, writes what was taken */
+	router_shutdown(d->r); /* every stream completes, every XOFF released */
+	event_base_loopexit(d->base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)what;
+	if (d->opt->foreground)
+		fprintf(stderr, "iofs: %s: unmounting\n", strsignal((int)sig));
+	daemon_stop(d);
+}
+
+static void on_fs_exit(void *ctx)
+{
+	daemon_stop(ctx);
+}
+
+static int start_sources(struct daemon *d, char *err, size_t errlen)
+{
+	struct options *o = d->opt;
+	int rc;
+
+	if (o->output_dir) {
+		rc = output_dir_new(d->r, o->output_dir, err, errlen, &d->od);
+		if (rc < 0)
+			return rc;
+	}
+#if IOFS_FS_WITH_NET
+	{
+		struct net_server_config nc = {
+		    .allow_remote_tcp = o->allow_remote_tcp,
+		    .debug = o->debug,
+		};
+
+		rc = net_server_new(d->base, d->r, &nc, &d->net);
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot start listeners: %s",
+				 strerror(-rc));
+			return rc;
+		}
+		for (size_t i = 0; i < (o->nlisten ? o->nlisten : 1); i++) {
+			rc = net_server_listen(d->net,
+					       o->nlisten ? o->listen[i] : NULL,
+					       err, errlen);
+			if (rc < 0)
+				return rc;
+		}
+	}
+#else
+	if (o->nlisten) {
+		snprintf(err, errlen,
+			 "--listen: this iofs was built without the network "
+			 "layer (net/)");
+		return -ENOTSUP;
+	}
+#endif
+	if (o->pmix) {
+#if IOFS_FS_WITH_PMIX
+		rc = pmix_source_new(d->base, d->r, o->pmix, err, errlen,
+				     &d->pmix);
+		if (rc < 0)
+			return rc;
+#else
+		snprintf(
+		    err, errlen,
+		    "--pmix: this iofs was built without PMIx support: "
+		    "install libpmix-dev and reconfigure with -Dpmix=enabled");
+		return -ENOTSUP;
+#endif
+	}
+	return 0;
+}
+
+static int add_signals(struct daemon *d)
+{
+	static const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
+
+	signal(SIGPIPE, SIG_IGN);
+	for (size_t i = 0; i < 3; i++) {
+		d->sigs[i] = evsignal_new(d->base, sigs[i], on_signal, d);
+		if (!d->sigs[i] || event_add(d->sigs[i], NULL) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void release_daemon(struct daemon *d)
+{
+	fs_unmount(d->fs);
+#if IOFS_FS_WITH_PMIX
+	pmix_source_free(d->pmix);
+	d->pmix = NULL;
+#endif
+#if IOFS_FS_WITH_NET
+	net_server_free(d->net);
+	d->net = NULL;
+#endif
+	output_dir_free(d->od);
+	d->od = NULL;
+	fs_free(d->fs);
+	d->fs = NULL;
+	router_free(d->r);
+	d->r = NULL;
+	for (size_t i = 0; i < 3; i++) {
+		if (d->sigs[i])
+			event_free(d->sigs[i]);
+		d->sigs[i] = NULL;
+	}
+	if (d->base)
+		event_base_free(d->base);
+	d->base = NULL;
+}
+
+/* Background: the parent waits for one status byte, then exits with it. */
+static int daemonize(int *ready_fd)
+{
+	int pfd[2];
+	pid_t pid;
+	unsigned char status = 1;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		perror("iofs: pipe");
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("iofs: fork");
+		return -1;
+	}
+	if (pid > 0) {
+		ssize_t n;
+
+		close(pfd[1]);
+		do
+			n = read(pfd[0], &status, 1);
+		while (n < 0 && errno == EINTR);
+		if (n != 1) {
+			waitpid(pid, NULL, 0);
+			status = 1;
+		}
+		_exit(status);
+	}
+	close(pfd[0]);
+	setsid();
+	*ready_fd = pfd[1];
+	return 0;
+}
+
+static void report_ready(struct daemon *d, int *ready_fd, unsigned char st)
+{
+	int nul;
+
+	if (*ready_fd < 0)
+		return;
+	if (st == 0) {
+		/* Detach from the terminal before the parent returns. */
+		nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (nul >= 0) {
+			dup2(nul, STDIN_FILENO);
+			dup2(nul, STDOUT_FILENO);
+			dup2(nul, STDERR_FILENO);
+			if (nul > STDERR_FILENO)
+				close(nul);
+		}
+		openlog("iofs", LOG_PID, LOG_DAEMON);
+		d->use_syslog = true;
+	}
+	if (write(*ready_fd, &st, 1) != 1)
+		st = 1;
+	close(*ready_fd);
+	*ready_fd = -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {0};
+	struct daemon d = {.opt = &o};
+	struct router_config rc_cfg = {0};
+	char err[1024] = "";
+	int ready_fd = -1, rc;
+
+	rc = parse_args(&o, argc, argv);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (fs_check_mountpoint(o.mountpoint, err, sizeof(err)) < 0) {
+		fprintf(stderr, "iofs: %s\n", err);
+		return 1;
+	}
+	if (!realpath(o.mountpoint, o.mountpoint_abs)) {
+		fprintf(stderr, "iofs: %s: %s\n", o.mountpoint,
+			strerror(errno));
+		return 1;
+	}
+	if (!o.foreground && daemonize(&ready_fd) < 0)
+		return 1;
+
+	evthread_use_pthreads(); /* the router's blocking deliver needs it */
+	d.base = event_base_new();
+	if (!d.base) {
+		snprintf(err, sizeof(err), "cannot create the event loop");
+		goto out_fail;
+	}
+	rc_cfg.window = o.window;
+	rc_cfg.log = daemon_log;
+	rc_cfg.log_ctx = &d;
+	rc = router_new(d.base, &rc_cfg, &d.r);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "cannot create the router: %s",
+			 strerror(-rc));
+		goto out_fail;
+	}
+	{
+		struct fs_config fc = {
+		    .mountpoint = o.mountpoint_abs,
+		    .fuse_opts = o.fuse_opts,
+		    .debug = o.debug,
+		    .linger_s = o.linger_s,
+		    .on_exit = on_fs_exit,
+		    .on_exit_ctx = &d,
+		};
+
+		if (fs_new(d.base, d.r, &fc, err, sizeof(err), &d.fs) < 0)
+			goto out_fail;
+	}
+	if (add_signals(&d) < 0) {
+		snprintf(err, sizeof(err), "cannot install signal handlers");
+		goto out_fail;
+	}
+	if (fs_mount(d.fs, err, sizeof(err)) < 0)
+		goto out_fail;
+	if (start_sources(&d, err, sizeof(err)) < 0)
+		goto out_fail;
+	if (o.foreground)
+		fprintf(stderr, "iofs: mounted %s\n", o.mountpoint_abs);
+	report_ready(&d, &ready_fd, 0);
+
+	event_base_dispatch(d.base);
+
+	release_daemon(&d);
+	return 0;
+
+out_fail:
+	fprintf(stderr, "iofs: %s\n", err);
+	release_daemon(&d);
+	report_ready(&d, &ready_fd, 1);
+	return 1;
+}

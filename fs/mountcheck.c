@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* Pre-mount checks with messages that say what to do. */
+#include "fs/fs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Undo the octal escapes of /proc/self/mountinfo (\040 for space...). */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 4;
+		} else {
+			*o++ = *s++;
+		}
+	}
+	*o = '\0';
+}
+
+/* The filesystem type mounted at @real, or false if none. */
+static bool mounted_at(const char *real, char *fstype, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		char mnt[PATH_MAX + 1], type[256];
+		char *sep = strstr(line, " - ");
+
+		/* id parent maj:min root MOUNTPOINT opts ... - TYPE src */
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4096s", mnt) != 1 ||
+		    sscanf(sep, " - %255s", type) != 1)
+			continue;
+		unescape(mnt);
+		if (!strcmp(mnt, real)) {
+			snprintf(fstype, len, "%s", type);
+			found = true;
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+int fs_check_mountpoint(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	char real[PATH_MAX], type[256];
+
+	if (access("/dev/fuse", R_OK | W_OK) != 0) {
+		int e = errno;
+
+		snprintf(err, errlen,
+			 "/dev/fuse: %s: load the fuse module (modprobe fuse), "
+			 "install fuse3, or in a container pass --device "
+			 "/dev/fuse",
+			 strerror(e));
+		return -e;
+	}
+	if (stat(path, &st) != 0) {
+		int e = errno;
+
+		if (e == ENOTCONN)
+			snprintf(
+			    err, errlen,
+			    "%s is a stale FUSE mount (its daemon died): run "
+			    "'fusermount3 -u %s' (or 'umount -l %s') first",
+			    path, path, path);
+		else if (e == ENOENT)
+			snprintf(
+			    err, errlen,
+			    "mountpoint %s does not exist: create it first "
+			    "(mkdir -p %s)",
+			    path, path);
+		else
+			snprintf(err, errlen, "mountpoint %s: %s", path,
+				 strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen,
+			 "mountpoint %s is not a directory: give an empty "
+			 "directory",
+			 path);
+		return -ENOTDIR;
+	}
+	if (!realpath(path, real)) {
+		int e = errno;
+
+		snprintf(err, errlen, "mountpoint %s: %s", path, strerror(e));
+		return -e;
+	}
+	if (mounted_at(real, type, sizeof(type))) {
+		snprintf(err, errlen,
+			 "%s is already a mount point (%s): unmount it first "
+			 "(fusermount3 -u %s) or choose another directory",
+			 real, type, real);
+		return -EBUSY;
+	}
+	return 0;
+}
