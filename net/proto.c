@@ -297,6 +297,7 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 		return decode_hello(b, blen, f, err, errlen);
 	case PROTO_WELCOME:
 		f->version = get16(b);
+		f->flags = get16(b + 2);
 		f->max_payload = get32(b + 4);
 		if (f->version != PROTO_VERSION)
 			return fail(PROTO_ERR_VERSION, err, errlen,
@@ -493,7 +494,7 @@ static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 	}
 	case PROTO_WELCOME:
 		b = put16(b, f->version);
-		b = put16(b, 0);
+		b = put16(b, f->flags);
 		b = put32(b, f->max_payload);
 		break;
 	case PROTO_ERROR:
