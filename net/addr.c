@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,4 +156,23 @@ void net_sockaddr_text(const struct sockaddr *sa, char *buf, size_t len)
 	} else {
 		snprintf(buf, len, "unix");
 	}
+}
+
+void net_tcp_tune(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int one = 1, idle = 5, intvl = 2, cnt = 3;
+	unsigned int user_timeout_ms = 10000;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
+		return;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+		   sizeof(user_timeout_ms));
 }

@@ -516,9 +516,13 @@ static void write_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
+	/* Write callbacks may be spurious (deferred, or from before the
+	 * watermark changed): look at the buffer itself. */
 	if (c->closing) {
-		c->dead = true;
-		conn_kick(c);
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+			c->dead = true;
+			conn_kick(c);
+		}
 		return;
 	}
 	if ((c->susp & CONN_SUSP_OUTBUF) &&
@@ -623,6 +627,7 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 		return NULL;
 	}
 	evutil_make_socket_nonblocking(fd);
+	net_tcp_tune(fd);
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_IN_MAX);
 	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_LOW, 0);

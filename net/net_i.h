@@ -32,4 +32,11 @@ bool net_sockaddr_loopback(const struct sockaddr *sa);
 /* "127.0.0.1:5000" / "[::1]:5000" into @buf. */
 void net_sockaddr_text(const struct sockaddr *sa, char *buf, size_t len);
 
+/*
+ * TCP liveness for both ends: TCP_NODELAY, keepalive (idle 5 s, 3 probes
+ * 2 s apart) and TCP_USER_TIMEOUT 10 s, so a dead link or peer is noticed
+ * in ~10-15 s instead of the kernel's minutes.  No-op on Unix sockets.
+ */
+void net_tcp_tune(int fd);
+
 #endif /* IOFS_NET_NET_I_H */

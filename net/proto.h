@@ -120,7 +120,7 @@ struct proto_frame {
 	uint32_t ack_exits;   /* ACK: EXIT frames processed so far */
 	uint32_t max_payload; /* WELCOME */
 	uint16_t version;     /* WELCOME */
-	uint16_t flags;       /* WELCOME: reserved, 0 */
+	uint16_t flags;	      /* WELCOME: reserved, 0 */
 	const char *msg;      /* ERROR text, borrowed */
 	size_t msg_len;
 	struct proto_hello hello; /* HELLO */

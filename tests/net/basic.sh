@@ -1,0 +1,117 @@
+#!/bin/bash
+# iofs-run end to end: -n 4 per-rank and merged files, the environment the
+# ranks get, exit statuses (codes and signals) in info and as iofs-run's
+# status, a final line without newline, binary output with NULs (sha256),
+# several MiB through a reader attached from the start, a second forwarder
+# refused for a running (nspace, rank), reuse of a completed job's name.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/net/common.sh"
+
+start_daemon
+
+# --- -n 4: hello from every rank, exit codes, no trailing newline ---------
+"$IOFS_RUN" --nspace hello -n 4 -- sh -c \
+	'echo "hello from $IOFS_RANK of $IOFS_SIZE in $IOFS_NSPACE"; echo "err $IOFS_RANK" >&2; printf "tail$IOFS_RANK"; exit $((IOFS_RANK * 3))' \
+	>"$T/run.out" 2>"$T/run.err"
+rc=$?
+assert_eq "iofs-run printed nothing locally" "" "$(cat "$T/run.out" "$T/run.err")"
+# the first non-zero status in exit order: one of 3, 6, 9
+case $rc in 3 | 6 | 9) ;; *) fail "iofs-run status $rc, expected 3, 6 or 9" ;; esac
+for r in 0 1 2 3; do
+	assert_eq "rank $r stdout" "$(printf 'hello from %s of 4 in hello\ntail%s' $r $r)" \
+		"$(timeout 5 cat "$MNT/hello/$r/stdout")"
+	assert_eq "rank $r stdout bytes" $((27 + 5)) "$(timeout 5 cat "$MNT/hello/$r/stdout" | wc -c)"
+	assert_eq "rank $r stderr" "err $r" "$(timeout 5 cat "$MNT/hello/$r/stderr")"
+	assert_eq "rank $r state" exited "$(rank_state hello $r)"
+	assert_eq "rank $r exit_status" $((r * 3)) "$(info_get "$MNT/hello/$r/info" exit_status)"
+	pid=$(info_get "$MNT/hello/$r/info" pid)
+	[ "$pid" -gt 1 ] || fail "rank $r pid '$pid'"
+done
+assert_eq "job state" exited "$(job_state hello)"
+assert_eq "job ranks" 4 "$(info_get "$MNT/hello/info" ranks)"
+assert_eq "job size" 4 "$(info_get "$MNT/hello/info" job_size)"
+timeout 5 cat "$MNT/hello/stdout" >"$T/merged"
+for r in 0 1 2 3; do
+	grep -qx "\[hello,$r\]<stdout>: hello from $r of 4 in hello" "$T/merged" ||
+		fail "merged view lacks rank $r's line: $(cat "$T/merged")"
+	grep -q "\[hello,$r\]<stdout>: tail$r" "$T/merged" ||
+		fail "merged view lacks rank $r's unterminated line"
+done
+assert_eq "merged lines" 8 "$(wc -l <"$T/merged")"
+timeout 5 grep -qx '\[hello,2\]<stderr>: err 2' "$MNT/hello/stderr" || fail "merged stderr"
+
+# --- a signal: 128+N from iofs-run, in info too --------------------------
+"$IOFS_RUN" --nspace sig -- sh -c 'echo bye; kill -KILL $$'
+assert_eq "status for SIGKILL" 137 $?
+assert_eq "info exit_status" 137 "$(info_get "$MNT/sig/0/info" exit_status)"
+assert_eq "output before the signal" bye "$(timeout 5 cat "$MNT/sig/0/stdout")"
+
+# --- rank/size/nspace from a launcher's environment ----------------------
+SLURM_PROCID=5 SLURM_NTASKS=8 SLURM_JOB_ID=4711 "$IOFS_RUN" -- sh -c 'echo $IOFS_NSPACE $IOFS_RANK $IOFS_SIZE'
+assert_eq "slurm env" "4711 5 8" "$(timeout 5 cat "$MNT/4711/5/stdout")"
+assert_eq "slurm job_size" 8 "$(info_get "$MNT/4711/info" job_size)"
+
+# --- binary with NULs, several MiB, reader attached from the start -------
+head -c 3000000 /dev/urandom >"$T/blob"
+printf '\0\0\0end-without-newline' >>"$T/blob"
+"$IOFS_RUN" --nspace bin -- sh -c "$(gate go); cat $T/blob" &
+JOB=$!
+track $JOB
+wait_for 10 test -e "$MNT/bin/0/stdout" || fail "job bin did not appear"
+timeout 60 cat "$MNT/bin/0/stdout" >"$T/blob.out" &
+CAT=$!
+track $CAT
+sleep 0.2
+touch "$T/go"
+wait_for 60 finished $CAT || fail "cat of the binary stream did not end"
+assert_eq "cat status" 0 "$(rc_of $CAT)"
+wait_for 20 finished $JOB || fail "iofs-run bin did not end"
+assert_eq "iofs-run status" 0 "$(rc_of $JOB)"
+assert_eq "binary bytes" "$(stat -c %s "$T/blob")" "$(stat -c %s "$T/blob.out")"
+assert_eq "binary sha256" "$(sha "$T/blob")" "$(sha "$T/blob.out")"
+assert_eq "stdout_bytes" "$(stat -c %s "$T/blob")" "$(info_get "$MNT/bin/0/info" stdout_bytes)"
+assert_eq "dropped_bytes" 0 "$(info_get "$MNT/bin/0/info" dropped_bytes)"
+xo=$(info_get "$MNT/bin/0/info" stdout_xoff)
+xn=$(info_get "$MNT/bin/0/info" stdout_xon)
+assert_eq "stdout XOFF/XON pair" "$xo" "$xn"
+log "3 MB binary: sha ok, stdout XOFF $xo XON $xn"
+
+# --- a second forwarder for a running (nspace, rank) is refused ----------
+"$IOFS_RUN" --nspace dup -n 2 -- sh -c "echo first \$IOFS_RANK; $(gate dup-end)" &
+FIRST=$!
+track $FIRST
+wait_for 10 test -e "$MNT/dup/1/info" || fail "job dup did not appear"
+"$IOFS_RUN" --nspace dup --rank 1 -- echo second-local >"$T/dup.out" 2>"$T/dup.err"
+assert_eq "refused forwarder still runs its rank" 0 $?
+assert_eq "refused forwarder's output falls back locally" second-local "$(cat "$T/dup.out")"
+file_has "$T/dup.err" "already running" || fail "no clear error: $(cat "$T/dup.err")"
+assert_eq "warning printed once" 1 "$(grep -c iofs-run "$T/dup.err")"
+"$IOFS_RUN" --strict --nspace dup --rank 0 -- echo never >"$T/dup2.out" 2>"$T/dup2.err"
+assert_eq "--strict refusal is fatal" 1 $?
+assert_eq "--strict did not run the rank" "" "$(cat "$T/dup2.out")"
+grep -q "already running" "$T/iofs.log" || fail "daemon did not log the refusal"
+assert_eq "first job untouched" running "$(rank_state dup 1)"
+touch "$T/dup-end"
+wait_for 20 finished $FIRST || fail "first dup job did not end"
+assert_eq "first job status" 0 "$(rc_of $FIRST)"
+assert_eq "first job rank 1" "first 1" "$(timeout 5 cat "$MNT/dup/1/stdout")"
+
+# --- a completed job's name may be reused: the new run replaces it ---------
+"$IOFS_RUN" --nspace dup -- echo again
+assert_eq "reuse status" 0 $?
+assert_eq "reused job output" again "$(timeout 5 cat "$MNT/dup/0/stdout")"
+assert_eq "reused job has only the new rank" 1 "$(info_get "$MNT/dup/info" ranks)"
+
+# --- unreachable daemon: falls back with one warning, or fatal with --strict
+"$IOFS_RUN" --connect "unix:$T/none.sock" -- sh -c 'echo local; echo local-err >&2; exit 4' \
+	>"$T/fb.out" 2>"$T/fb.err"
+assert_eq "fallback status" 4 $?
+assert_eq "fallback stdout" local "$(cat "$T/fb.out")"
+assert_eq "fallback stderr" 2 "$(wc -l <"$T/fb.err")"
+file_has "$T/fb.err" "cannot connect" || fail "no warning: $(cat "$T/fb.err")"
+"$IOFS_RUN" --strict --connect "unix:$T/none.sock" -- echo x >"$T/fb2.out" 2>&1
+assert_eq "--strict unreachable" 1 $?
+
+daemon_alive || fail "daemon died"
+stop_daemon
+log "ok"
