@@ -156,9 +156,11 @@ static int emit(router_rank_t *rank, int ci, const uint8_t *a, size_t alen,
 				o += (size_t)sprintf(out + o, "[%u]<%s>%s",
 						     rank->id, cn, sep);
 		}
-		memcpy(out + o, a, alen);
+		if (alen)
+			memcpy(out + o, a, alen);
 		o += alen;
-		memcpy(out + o, b, blen);
+		if (blen)
+			memcpy(out + o, b, blen);
 		o += blen;
 		m->open = nl ? NULL : ls;
 		ls->midline = !nl;

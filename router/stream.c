@@ -124,9 +124,10 @@ static int realloc_ring(struct stream *s, size_t newcap)
 	return 0;
 }
 
+/* Small first (a rank that writes one line costs little), then doubling. */
 static size_t cap_for(size_t need)
 {
-	size_t c = STREAM_CHUNK;
+	size_t c = STREAM_MIN_CAP;
 
 	while (c < need)
 		c *= 2;
@@ -182,6 +183,9 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 		discard_to(s, target);
 	}
 	need = (size_t)(s->end - s->start) + n;
+	if (r->mem_used > r->budget && s->cap > STREAM_MIN_CAP &&
+	    need * 2 <= s->cap && realloc_ring(s, cap_for(need)) < 0)
+		return -ENOMEM;
 	if (need > s->cap) {
 		size_t newcap = cap_for(need);
 
@@ -244,14 +248,11 @@ void stream_flow_check(struct stream *s)
 		latch(s, SUSPEND_LAG, false);
 	if (s->held & SUSPEND_MEM) {
 		uint64_t lim = blocking_limit(s);
-		size_t have;
 
-		/* Under memory pressure retention yields: shrink to what the
-		 * blocking readers still need. */
+		/* Under memory pressure retention yields: keep only what the
+		 * blocking readers still need.  (No realloc here: a read's
+		 * iov points into the buffer; append shrinks it.) */
 		discard_to(s, lim < s->end ? lim : s->end);
-		have = (size_t)(s->end - s->start);
-		if (s->cap > STREAM_CHUNK && have * 2 <= s->cap)
-			(void)realloc_ring(s, cap_for(have));
 		if (lag <= r->low_water || r->mem_used <= r->budget)
 			latch(s, SUSPEND_MEM, false);
 	}

@@ -5,7 +5,7 @@
  * slow blocking reader into XOFF for whoever feeds the stream.
  *
  * The buffer is a ring allocated lazily on the first byte; it starts at
- * STREAM_CHUNK bytes and doubles.  The oldest bytes beyond the window are
+ * STREAM_MIN_CAP bytes and doubles.  The oldest bytes beyond the window are
  * discarded on append, but never below the cursor of a blocking reader, so
  * the buffer can exceed the window by what arrived while XOFF was in flight.
  */
@@ -20,7 +20,7 @@
 
 #include "router/router.h"
 
-#define STREAM_CHUNK 4096
+#define STREAM_MIN_CAP 512
 
 /* Suspend reasons of a (rank, channel) latch (bitmask). */
 enum {

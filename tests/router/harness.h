@@ -4,6 +4,7 @@
 #ifndef IOFS_TESTS_ROUTER_HARNESS_H
 #define IOFS_TESTS_ROUTER_HARNESS_H
 
+#include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <setjmp.h>

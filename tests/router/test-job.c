@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/* Jobs and ranks: lifecycle, replace-on-reuse, remove, stats, iteration,
+ * names, memory per idle rank. */
+#include <malloc.h>
+
+#include "harness.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+/* From the sanitizer runtime (its header is not always installed). */
+size_t __sanitizer_get_current_allocated_bytes(void);
+static size_t heap_used(void)
+{
+	return __sanitizer_get_current_allocated_bytes();
+}
+#else
+static size_t heap_used(void)
+{
+	return mallinfo2().uordblks;
+}
+#endif
+
+static void names(void **state)
+{
+	router_proc_t p;
+	char long_ns[300];
+
+	(void)state;
+	assert_true(router_nspace_valid("job.1", 5));
+	assert_false(router_nspace_valid("", 0));
+	assert_false(router_nspace_valid(".", 1));
+	assert_false(router_nspace_valid("..", 2));
+	assert_true(router_nspace_valid("...", 3));
+	assert_false(router_nspace_valid("a/b", 3));
+	assert_false(router_nspace_valid("a\0b", 3));
+	memset(long_ns, 'x', sizeof(long_ns));
+	assert_true(router_nspace_valid(long_ns, 255));
+	assert_false(router_nspace_valid(long_ns, 256));
+	long_ns[299] = 0;
+	assert_int_equal(router_proc_set(&p, long_ns, 0), ROUTER_ERR_BAD_PARAM);
+	assert_int_equal(router_proc_set(&p, "ok", 5), 0);
+	assert_string_equal(p.nspace, "ok");
+	assert_int_equal(p.rank, 5);
+	for (int c = -20; c <= 12; c++)
+		assert_non_null(router_strerror(c));
+	assert_string_equal(router_strerror(ROUTER_ERR_NOMEM),
+			    "Cannot allocate memory");
+	assert_string_equal(router_strerror(99), "unknown router status");
+	assert_string_equal(router_state_name(ROUTER_STATE_LOST), "lost");
+	{
+		router_directives_t d = {ROUTER_DIR_XML_OUTPUT |
+					     ROUTER_DIR_LOCAL_OUTPUT,
+					 ROUTER_DIR_XML_OUTPUT};
+
+		assert_true(router_dir_on(&d, ROUTER_DIR_XML_OUTPUT));
+		assert_false(router_dir_on(&d, ROUTER_DIR_OUTPUT_RAW));
+		assert_false(router_dir_local_output(&d));
+		assert_true(router_dir_local_output(NULL));
+		assert_false(router_dir_on(NULL, ROUTER_DIR_COMPLETE));
+	}
+}
+
+static void lifecycle_and_stats(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job;
+	router_proc_t p;
+	router_rank_t *dup;
+	struct router_stats st;
+
+	(void)state;
+	h_reg(h, "life", 5, 3);
+	h_reg(h, "life", 1, 3);
+	job = router_job_lookup(h->r, "life");
+	assert_string_equal(router_job_nspace(job), "life");
+	router_proc_set(&p, "life", 5);
+	assert_int_equal(router_rank_register(h->r, &p, NULL, NULL, NULL, &dup),
+			 ROUTER_ERR_EXISTS);
+	assert_int_equal(router_rank_register(NULL, &p, NULL, NULL, NULL, &dup),
+			 ROUTER_ERR_INIT);
+	p.rank = ROUTER_RANK_WILDCARD;
+	assert_int_equal(router_rank_register(h->r, &p, NULL, NULL, NULL, &dup),
+			 ROUTER_ERR_BAD_PARAM);
+	/* Sparse ranks, ascending. */
+	h_reg(h, "life", 3, 3);
+	assert_int_equal(router_job_rank_count(job), 3);
+	assert_int_equal(router_rank_id(router_job_rank_at(job, 0)), 1);
+	assert_int_equal(router_rank_id(router_job_rank_at(job, 1)), 3);
+	assert_int_equal(router_rank_id(router_job_rank_at(job, 2)), 5);
+	assert_null(router_job_rank_at(job, 3));
+	assert_null(router_job_rank(job, 4));
+	assert_ptr_equal(router_rank_job(h->rk[5]), job);
+	h_puts(h, "life", 1, "0123456789");
+	router_rank_stats(h->rk[1], &st);
+	assert_int_equal(st.state, ROUTER_STATE_RUNNING);
+	assert_int_equal(st.pid, 101);
+	assert_string_equal(st.host, "node1");
+	assert_int_equal(st.uid, 1);
+	assert_int_equal(st.gid, 2);
+	assert_int_equal(st.stdout_bytes, 10);
+	assert_int_equal(st.job_size, 3);
+	assert_int_equal(router_job_remove(h->r, job), ROUTER_ERR_BUSY);
+	router_rank_exit(h->rk[1], ROUTER_STATE_EXITED, 0);
+	router_rank_exit(h->rk[3], ROUTER_STATE_EXITED, 128 + 9);
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_RUNNING);
+	assert_int_equal(st.ranks, 3);
+	assert_int_equal(st.pid, -1);
+	router_rank_exit(h->rk[5], ROUTER_STATE_EXITED, 3);
+	router_rank_exit(h->rk[5], ROUTER_STATE_LOST, 7); /* idempotent */
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_EXITED);
+	assert_int_equal(st.exit_status, 128 + 9); /* the first non-zero */
+	router_rank_stats(h->rk[5], &st);
+	assert_int_equal(st.state, ROUTER_STATE_EXITED);
+	assert_int_equal(st.exit_status, 3);
+	/* Completed jobs stay readable until removed. */
+	{
+		router_reader_t *rd;
+		char buf[32];
+		uint64_t off = 0;
+
+		assert_int_equal(router_reader_open(job, 1, ROUTER_CH_STDOUT, 0,
+						    NULL, NULL, &rd),
+				 0);
+		assert_int_equal(router_job_remove(h->r, job), 0);
+		assert_true(router_job_removed(job));
+		assert_null(router_job_lookup(h->r, "life"));
+		assert_int_equal(router_job_remove(h->r, job),
+				 ROUTER_ERR_NOT_FOUND);
+		assert_int_equal(h_drain(rd, &off, buf, sizeof(buf)), 10);
+		router_reader_close(rd);
+	}
+	h_free(h);
+}
+
+static void job_size_holds_completion(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job;
+	struct router_stats st;
+
+	(void)state;
+	h_reg(h, "js", 0, 2);
+	job = router_job_lookup(h->r, "js");
+	router_rank_exit(h->rk[0], ROUTER_STATE_LOST, 0);
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_RUNNING); /* 1 of 2 known */
+	h_reg(h, "js", 1, 2);
+	assert_ptr_equal(router_job_lookup(h->r, "js"), job); /* not replaced */
+	router_rank_exit(h->rk[1], ROUTER_STATE_EXITED, 0);
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_LOST);
+	h_free(h);
+}
+
+static void iteration_and_refs(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *a, *b, *kept;
+	int n = 0;
+
+	(void)state;
+	h_reg(h, "a", 0, 1);
+	h_reg(h, "b", 0, 1);
+	for (router_job_t *j = router_job_first(h->r); j;
+	     j = router_job_next(j))
+		n++;
+	assert_int_equal(n, 2);
+	a = router_job_lookup(h->r, "a");
+	b = router_job_lookup(h->r, "b");
+	assert_ptr_not_equal(a, b);
+	kept = router_job_ref(b);
+	router_rank_exit(router_job_rank(b, 0), ROUTER_STATE_EXITED, 0);
+	assert_int_equal(router_job_remove(h->r, b), 0);
+	assert_string_equal(router_job_nspace(kept), "b");
+	assert_ptr_equal(router_job_first(h->r), a);
+	assert_null(router_job_next(a));
+	router_job_unref(kept);
+	router_job_unref(NULL);
+	h_free(h);
+}
+
+static void attrs(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job;
+	struct router_stream_attr a;
+	uint64_t t0 = 0;
+
+	(void)state;
+	h_reg(h, "at", 0, 1);
+	job = router_job_lookup(h->r, "at");
+	t0 = h->now;
+	h->now += 5000;
+	h_puts(h, "at", 0, "x\n");
+	assert_int_equal(router_stream_attr(job, 0, ROUTER_CH_STDOUT, &a), 0);
+	assert_int_equal(a.size, 2);
+	assert_int_equal(a.mtime_ns, t0 + 5000);
+	assert_false(a.complete);
+	assert_int_equal(
+	    router_stream_attr(job, ROUTER_RANK_WILDCARD, ROUTER_CH_STDOUT, &a),
+	    0);
+	assert_int_equal(a.size, strlen("[at,0]<stdout>: x\n"));
+	assert_int_equal(router_stream_attr(job, 3, ROUTER_CH_STDOUT, &a),
+			 ROUTER_ERR_NOT_FOUND);
+	assert_int_equal(router_stream_attr(job, 0, ROUTER_CH_STDIN, &a),
+			 ROUTER_ERR_BAD_PARAM);
+	{
+		router_reader_t *rd;
+
+		assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDDIAG,
+						    0, NULL, NULL, &rd),
+				 ROUTER_ERR_BAD_PARAM);
+		assert_int_equal(router_reader_open(job, 9, ROUTER_CH_STDOUT, 0,
+						    NULL, NULL, &rd),
+				 ROUTER_ERR_NOT_FOUND);
+	}
+	h_free(h);
+}
+
+/* Target: <= 16 KiB per idle rank, everything included. */
+static void memory_per_idle_rank(void **state)
+{
+	struct h *h = h_new(NULL);
+	const int n = 4096;
+	size_t before, idle, written;
+	router_proc_t p;
+
+	(void)state;
+	h_reg(h, "warm", 0, 1); /* first-use allocations out of the way */
+	h_puts(h, "warm", 0, "x\n");
+	before = heap_used();
+	for (int i = 0; i < n; i++) {
+		router_rank_t *rk;
+		struct router_rank_info info = {.pid = i, .host = "node17"};
+
+		router_proc_set(&p, "big", (uint32_t)i * 3);
+		assert_int_equal(
+		    router_rank_register(h->r, &p, &info, NULL, NULL, &rk), 0);
+	}
+	idle = (heap_used() - before) / (size_t)n;
+	/* Now every rank writes one short line to stdout. */
+	for (int i = 0; i < n; i++) {
+		char line[32];
+
+		snprintf(line, sizeof(line), "hello from %d\n", i);
+		h_puts(h, "big", (uint32_t)i * 3, line);
+	}
+	written = (heap_used() - before) / (size_t)n;
+	print_message("per idle rank: %zu B, after one line: %zu B\n", idle,
+		      written);
+	assert_true(idle <= 16384);
+	assert_true(written <= 16384);
+	h_free(h);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(names),
+	    cmocka_unit_test(lifecycle_and_stats),
+	    cmocka_unit_test(job_size_holds_completion),
+	    cmocka_unit_test(iteration_and_refs),
+	    cmocka_unit_test(attrs),
+	    cmocka_unit_test(memory_per_idle_rank),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/* stdin: push, sink XOFF/XON, broadcast, EPIPE, cancel, the FIFO rule. */
+#include "harness.h"
+
+#define W ROUTER_RANK_WILDCARD
+
+static router_job_t *three(struct h *h)
+{
+	for (uint32_t i = 0; i < 3; i++)
+		h_reg(h, "in", i, 3);
+	return router_job_lookup(h->r, "in");
+}
+
+static void push_reaches_sink_in_order(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c1[2] = {0}, c2[2] = {0};
+	struct router_stats st;
+
+	(void)state;
+	assert_int_equal(router_push(job, 1, "abc", 3, 0, h_cb_count, c1, NULL),
+			 0);
+	assert_int_equal(router_push(job, 1, "def", 3, 0, h_cb_count, c2, NULL),
+			 0);
+	assert_int_equal(c1[0], 0); /* never inside the call */
+	assert_int_equal(h->fr[1].inlen, 6);
+	assert_memory_equal(h->fr[1].in, "abcdef", 6);
+	h_loop(h);
+	assert_int_equal(c1[0], 1);
+	assert_int_equal(c1[1], ROUTER_SUCCESS);
+	assert_int_equal(c2[0], 1);
+	router_rank_stats(h->rk[1], &st);
+	assert_int_equal(st.stdin_bytes, 6);
+	assert_int_equal(h->fr[0].inlen + h->fr[2].inlen, 0);
+	/* Codes. */
+	assert_int_equal(router_push(job, 9, "x", 1, 0, h_cb_count, c1, NULL),
+			 ROUTER_ERR_NOT_FOUND);
+	assert_int_equal(router_push(NULL, 0, "x", 1, 0, h_cb_count, c1, NULL),
+			 ROUTER_ERR_NOT_FOUND);
+	router_rank_exit(h->rk[2], ROUTER_STATE_EXITED, 0);
+	assert_int_equal(router_push(job, 2, "x", 1, 0, h_cb_count, c1, NULL),
+			 ROUTER_ERR_PIPE);
+	h_loop(h);
+	assert_int_equal(c1[0], 1);
+	h_free(h);
+}
+
+static void sink_xoff_makes_push_wait(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[3][2] = {{0}};
+	struct router_stats st;
+
+	(void)state;
+	router_stdin_flow(h->rk[0], true);
+	router_stdin_flow(h->rk[0], true); /* idempotent */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(router_push(job, 0, "0123456789" + i * 3, 3, 0,
+					     h_cb_count, c[i], NULL),
+				 0);
+	h_loop(h);
+	assert_int_equal(h->fr[0].inlen, 0);
+	assert_int_equal(c[0][0] + c[1][0] + c[2][0], 0);
+	router_stdin_flow(h->rk[0], false);
+	assert_int_equal(h->fr[0].inlen, 9);
+	assert_memory_equal(h->fr[0].in, "012345678", 9);
+	h_loop(h);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(c[i][0], 1);
+		assert_int_equal(c[i][1], ROUTER_SUCCESS);
+	}
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.stdin_xoff, 1);
+	assert_int_equal(st.stdin_xon, 1);
+	h_free(h);
+}
+
+static void broadcast_waits_for_slowest(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0};
+	struct router_stats st;
+
+	(void)state;
+	router_stdin_flow(h->rk[1], true);
+	assert_int_equal(router_push(job, W, "bc\n", 3, 0, h_cb_count, c, NULL),
+			 0);
+	h_loop(h);
+	assert_int_equal(h->fr[0].inlen, 3);
+	assert_int_equal(h->fr[2].inlen, 3);
+	assert_int_equal(h->fr[1].inlen, 0);
+	assert_int_equal(c[0], 0);
+	router_stdin_flow(h->rk[1], false);
+	h_loop(h);
+	assert_int_equal(h->fr[1].inlen, 3);
+	assert_int_equal(c[0], 1);
+	assert_int_equal(c[1], ROUTER_SUCCESS);
+	router_job_stats(job, &st);
+	assert_int_equal(st.stdin_bytes, 9);
+	h_free(h);
+}
+
+static void exit_fails_queued_push_and_releases(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0};
+	struct router_stats st;
+
+	(void)state;
+	router_stdin_flow(h->rk[0], true);
+	assert_int_equal(router_push(job, 0, "lost", 4, 0, h_cb_count, c, NULL),
+			 0);
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+	assert_int_equal(c[0], 0);
+	h_loop(h);
+	assert_int_equal(c[0], 1);
+	assert_int_equal(c[1], ROUTER_ERR_PIPE);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.stdin_discarded, 4);
+	assert_int_equal(st.stdin_xoff, 1);
+	assert_int_equal(st.stdin_xon, 1); /* released at exit, counted */
+	assert_int_equal(h->fr[0].inlen, 0);
+	/* A sink write error fails the push with PIPE. */
+	h->fr[1].write_rc = -EPIPE;
+	assert_int_equal(router_push(job, 1, "x", 1, 0, h_cb_count, c, NULL),
+			 0);
+	h_loop(h);
+	assert_int_equal(c[0], 2);
+	assert_int_equal(c[1], ROUTER_ERR_PIPE);
+	/* Broadcast: every live target exited -> PIPE at once. */
+	router_rank_exit(h->rk[1], ROUTER_STATE_EXITED, 0);
+	router_rank_exit(h->rk[2], ROUTER_STATE_EXITED, 0);
+	assert_int_equal(router_push(job, W, "x", 1, 0, h_cb_count, c, NULL),
+			 ROUTER_ERR_PIPE);
+	h_free(h);
+}
+
+static void cancel(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0}, cb[2] = {0};
+	router_push_t *p;
+
+	(void)state;
+	/* Nobody took it: 0, nothing ever sent, no callback. */
+	router_stdin_flow(h->rk[0], true);
+	assert_int_equal(router_push(job, 0, "no", 2, 0, h_cb_count, c, &p), 0);
+	assert_int_equal(router_push_cancel(p), 0);
+	router_stdin_flow(h->rk[0], false);
+	h_loop(h);
+	assert_int_equal(h->fr[0].inlen, 0);
+	assert_int_equal(c[0], 0);
+	/* A broadcast some target took: len, the rest still receive it. */
+	router_stdin_flow(h->rk[2], true);
+	assert_int_equal(router_push(job, W, "yes", 3, 0, h_cb_count, cb, &p),
+			 0);
+	assert_int_equal(router_push_cancel(p), 3);
+	router_stdin_flow(h->rk[2], false);
+	h_loop(h);
+	assert_int_equal(h->fr[0].inlen, 3);
+	assert_int_equal(h->fr[1].inlen, 3);
+	assert_int_equal(h->fr[2].inlen, 3);
+	assert_int_equal(cb[0], 0);
+	/* Done but callback not yet run: cancel suppresses it. */
+	assert_int_equal(router_push(job, 1, "z", 1, 0, h_cb_count, cb, &p), 0);
+	assert_int_equal(router_push_cancel(p), 1);
+	h_loop(h);
+	assert_int_equal(cb[0], 0);
+	h_free(h);
+}
+
+static void fifo_eof_rule(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0};
+
+	(void)state;
+	assert_int_equal(router_stdin_attach(job, 0), 0);
+	assert_int_equal(router_stdin_attach(job, W), 0);
+	assert_int_equal(router_stdin_attach(job, 7), ROUTER_ERR_NOT_FOUND);
+	router_stdin_detach(job, 0);
+	assert_int_equal(h->fr[0].eof, 0); /* the job's writer remains */
+	/* EOF waits behind a pending push. */
+	router_stdin_flow(h->rk[0], true);
+	assert_int_equal(router_push(job, 0, "tail", 4, 0, h_cb_count, c, NULL),
+			 0);
+	router_stdin_detach(job, W);
+	assert_int_equal(h->fr[0].eof, 0);
+	assert_int_equal(h->fr[1].eof, 1); /* had the job's writer */
+	assert_int_equal(h->fr[2].eof, 1);
+	router_stdin_flow(h->rk[0], false);
+	assert_int_equal(h->fr[0].inlen, 4);
+	assert_int_equal(h->fr[0].eof, 1);
+	router_stdin_detach(job, W); /* unbalanced: ignored */
+	assert_int_equal(h->fr[0].eof + h->fr[1].eof + h->fr[2].eof, 3);
+	/* After EOF: no more pushes, no new writers. */
+	assert_int_equal(router_push(job, 0, "x", 1, 0, h_cb_count, c, NULL),
+			 ROUTER_ERR_PIPE);
+	assert_int_equal(router_stdin_attach(job, 0), ROUTER_ERR_PIPE);
+	h_loop(h);
+	assert_int_equal(c[0], 1);
+	h_free(h);
+}
+
+static void push_complete_is_eof(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0};
+
+	(void)state;
+	assert_int_equal(router_push(job, 0, "end", 3, ROUTER_PUSH_COMPLETE,
+				     h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(h->fr[0].inlen, 3);
+	assert_int_equal(h->fr[0].eof, 1);
+	assert_int_equal(router_push(job, W, NULL, 0, ROUTER_PUSH_COMPLETE,
+				     h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(h->fr[0].eof, 1); /* already had it */
+	assert_int_equal(h->fr[1].eof, 1);
+	assert_int_equal(h->fr[2].eof, 1);
+	h_loop(h);
+	assert_int_equal(c[0], 2);
+	assert_int_equal(c[1], ROUTER_SUCCESS);
+	h_free(h);
+}
+
+static void shutdown_cancels_pending_push(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0};
+	struct router_stats st;
+
+	(void)state;
+	router_stdin_flow(h->rk[0], true);
+	assert_int_equal(router_push(job, 0, "x", 1, 0, h_cb_count, c, NULL),
+			 0);
+	router_shutdown(h->r);
+	h_loop(h);
+	assert_int_equal(c[0], 1);
+	assert_int_equal(c[1], ROUTER_ERR_CANCELED);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.stdin_xon, 1);
+	assert_int_equal(st.stdin_discarded, 1);
+	assert_int_equal(router_push(job, 1, "x", 1, 0, h_cb_count, c, NULL),
+			 ROUTER_ERR_NOT_AVAILABLE);
+	h_free(h);
+	assert_int_equal(c[0], 1); /* exactly once */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(push_reaches_sink_in_order),
+	    cmocka_unit_test(sink_xoff_makes_push_wait),
+	    cmocka_unit_test(broadcast_waits_for_slowest),
+	    cmocka_unit_test(exit_fails_queued_push_and_releases),
+	    cmocka_unit_test(cancel),
+	    cmocka_unit_test(fifo_eof_rule),
+	    cmocka_unit_test(push_complete_is_eof),
+	    cmocka_unit_test(shutdown_cancels_pending_push),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
