@@ -26,22 +26,19 @@
 #define FS_CHILD_ENTRY_TIMEOUT 1.0 /* a job's children never change */
 #define FS_SWEEP_MS	       1000
 
-static const struct {
-	const char *name;
-	enum fs_kind kind;
-} fs_file_names[] = {
+const struct fs_name fs_file_names[4] = {
     {"info", FS_K_INFO},
     {"stdout", FS_K_STDOUT},
     {"stderr", FS_K_STDERR},
     {"stdin", FS_K_STDIN},
 };
 
-static struct fs *req_fs(fuse_req_t req)
+struct fs *fs_req_fs(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
 
-static struct fs_inode *fs_inode(struct fs *fs, fuse_ino_t ino)
+struct fs_inode *fs_inode(struct fs *fs, fuse_ino_t ino)
 {
 	if (ino == FUSE_ROOT_ID)
 		return &fs->root;
@@ -71,12 +68,27 @@ static void set_time_ns(struct stat *st, uint64_t ns)
 	st->st_atim = ts;
 }
 
-static bool job_running(router_job_t *job)
+bool fs_job_running(router_job_t *job)
 {
 	struct router_stats stats;
 
 	router_job_stats(job, &stats);
 	return stats.state == ROUTER_STATE_RUNNING;
+}
+
+int fs_reply_open(struct fs *fs, fuse_req_t req,
+		  const struct fuse_file_info *fi)
+{
+	int rc = fuse_reply_open(req, fi);
+
+	if (rc == 0)
+		fs->nopen++;
+	return rc;
+}
+
+size_t fs_open_count(const fs_t *fs)
+{
+	return fs->nopen;
 }
 
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
@@ -206,8 +218,8 @@ static bool parse_rank(const char *name, uint32_t *rank)
 }
 
 /* The child @name of @parent, or NULL (errno-style code in *err). */
-static struct fs_inode *fs_child(struct fs *fs, struct fs_inode *parent,
-				 const char *name, int *err)
+struct fs_inode *fs_child(struct fs *fs, struct fs_inode *parent,
+			  const char *name, int *err)
 {
 	struct fs_inode *in = NULL;
 	uint32_t rank;
@@ -246,7 +258,7 @@ static struct fs_inode *fs_child(struct fs *fs, struct fs_inode *parent,
 
 static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *pin = fs_inode(fs, parent), *in;
 	struct fuse_entry_param e;
 	int err;
@@ -283,7 +295,7 @@ static void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
 
 static void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	fs_forget_one(req_fs(req), ino, nlookup);
+	fs_forget_one(fs_req_fs(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -291,14 +303,15 @@ static void fs_op_forget_multi(fuse_req_t req, size_t count,
 			       struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		fs_forget_one(req_fs(req), forgets[i].ino, forgets[i].nlookup);
+		fs_forget_one(fs_req_fs(req), forgets[i].ino,
+			      forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
 static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *in = fs_inode(fs, ino);
 	struct stat st;
 
@@ -314,7 +327,7 @@ static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			  int to_set, struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *in = fs_inode(fs, ino);
 	struct stat st;
 
@@ -334,279 +347,12 @@ static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Directories                                                               */
-
-struct fs_dirent {
-	char *name;
-	uint64_t ino;
-	mode_t type;
-};
-
-struct fs_dir {
-	struct fs_dirent *ents;
-	size_t n, cap;
-};
-
-static void fs_dir_clear(struct fs_dir *d)
-{
-	for (size_t i = 0; i < d->n; i++)
-		free(d->ents[i].name);
-	d->n = 0;
-}
-
-static int fs_dir_add(struct fs_dir *d, const char *name,
-		      const struct fs_inode *in, mode_t type)
-{
-	if (!in)
-		return -ENOMEM;
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 16;
-		struct fs_dirent *e = realloc(d->ents, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		d->ents = e;
-		d->cap = cap;
-	}
-	d->ents[d->n].name = strdup(name);
-	if (!d->ents[d->n].name)
-		return -ENOMEM;
-	d->ents[d->n].ino = in->ino;
-	d->ents[d->n].type = type;
-	d->n++;
-	return 0;
-}
-
-/* (Re)build the snapshot a directory stream is served from. */
-static int fs_dir_fill(struct fs *fs, struct fs_inode *in, struct fs_dir *d)
-{
-	int rc;
-
-	fs_dir_clear(d);
-	rc = fs_dir_add(d, ".", in, S_IFDIR);
-	if (!rc)
-		rc = fs_dir_add(d, "..", &fs->root, S_IFDIR);
-	if (rc)
-		return rc;
-	if (in->kind == FS_K_ROOT) {
-		for (router_job_t *job = router_job_first(fs->r); job && !rc;
-		     job = router_job_next(job))
-			rc = fs_dir_add(d, router_job_nspace(job),
-					fs_inode_ensure(&fs->it, FS_K_JOB, job,
-							ROUTER_RANK_WILDCARD),
-					S_IFDIR);
-		return rc;
-	}
-	for (size_t i = 0; i < 4 && !rc; i++)
-		rc = fs_dir_add(d, fs_file_names[i].name,
-				fs_inode_ensure(&fs->it, fs_file_names[i].kind,
-						in->job, in->rank),
-				S_IFREG);
-	if (in->kind != FS_K_JOB)
-		return rc;
-	for (size_t i = 0; i < router_job_rank_count(in->job) && !rc; i++) {
-		uint32_t rank = router_rank_id(router_job_rank_at(in->job, i));
-		char name[16];
-
-		snprintf(name, sizeof(name), "%" PRIu32, rank);
-		rc = fs_dir_add(
-		    d, name, fs_inode_ensure(&fs->it, FS_K_RANK, in->job, rank),
-		    S_IFDIR);
-	}
-	return rc;
-}
-
-static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
-			  struct fuse_file_info *fi)
-{
-	struct fs *fs = req_fs(req);
-	struct fs_inode *in = fs_inode(fs, ino);
-	struct fs_dir *d;
-
-	if (!in) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	if (in->kind != FS_K_ROOT && in->kind != FS_K_JOB &&
-	    in->kind != FS_K_RANK) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
-	}
-	d = calloc(1, sizeof(*d));
-	if (!d || fs_dir_fill(fs, in, d) < 0) {
-		if (d)
-			fs_dir_clear(d);
-		free(d ? d->ents : NULL);
-		free(d);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	fi->fh = (uintptr_t)d;
-	if (fuse_reply_open(req, fi) != 0) {
-		fs_dir_clear(d);
-		free(d->ents);
-		free(d);
-	}
-}
-
-static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-			  off_t off, struct fuse_file_info *fi)
-{
-	struct fs *fs = req_fs(req);
-	struct fs_dir *d = (struct fs_dir *)(uintptr_t)fi->fh;
-	struct fs_inode *in = fs_inode(fs, ino);
-	char *buf;
-	size_t used = 0;
-
-	if (off == 0 && in && fs_dir_fill(fs, in, d) < 0) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	for (size_t i = (size_t)off; i < d->n; i++) {
-		struct stat st = {.st_ino = d->ents[i].ino,
-				  .st_mode = d->ents[i].type};
-		size_t need =
-		    fuse_add_direntry(req, buf + used, size - used,
-				      d->ents[i].name, &st, (off_t)(i + 1));
-
-		if (need > size - used)
-			break;
-		used += need;
-	}
-	fuse_reply_buf(req, buf, used);
-	free(buf);
-}
-
-static void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
-			     struct fuse_file_info *fi)
-{
-	struct fs_dir *d = (struct fs_dir *)(uintptr_t)fi->fh;
-
-	(void)ino;
-	fs_dir_clear(d);
-	free(d->ents);
-	free(d);
-	fuse_reply_err(req, 0);
-}
-
-/* rmdir MNT/<nspace> removes a completed job; inside a completed job rmdir
- * and unlink succeed without doing anything so "rm -r MNT/<nspace>" works. */
-static void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	struct fs *fs = req_fs(req);
-	struct fs_inode *pin = fs_inode(fs, parent), *in;
-	int err, rc;
-
-	if (!pin) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	in = fs_child(fs, pin, name, &err);
-	if (!in) {
-		fuse_reply_err(req, err);
-		return;
-	}
-	if (in->kind != FS_K_JOB && in->kind != FS_K_RANK) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
-	}
-	if (job_running(in->job)) {
-		fuse_reply_err(req, EBUSY);
-		return;
-	}
-	if (in->kind == FS_K_RANK || router_job_removed(in->job)) {
-		fuse_reply_err(req, 0);
-		return;
-	}
-	rc = router_job_remove(fs->r, in->job);
-	if (rc == 0)
-		fs_itable_gc(&fs->it);
-	fuse_reply_err(req, rc == 0 ? 0 : rc == ROUTER_ERR_BUSY ? EBUSY : EIO);
-}
-
-static void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	struct fs *fs = req_fs(req);
-	struct fs_inode *pin = fs_inode(fs, parent), *in;
-	int err;
-
-	if (!pin) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	in = fs_child(fs, pin, name, &err);
-	if (!in) {
-		fuse_reply_err(req, err);
-		return;
-	}
-	if (in->kind == FS_K_JOB || in->kind == FS_K_RANK) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
-	fuse_reply_err(req, job_running(in->job) ? EBUSY : 0);
-}
-
-static void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-			mode_t mode)
-{
-	(void)parent;
-	(void)name;
-	(void)mode;
-	fuse_reply_err(req, EPERM);
-}
-
-static void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-			mode_t mode, dev_t rdev)
-{
-	(void)parent;
-	(void)name;
-	(void)mode;
-	(void)rdev;
-	fuse_reply_err(req, EPERM);
-}
-
-static void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-			  const char *name)
-{
-	(void)link;
-	(void)parent;
-	(void)name;
-	fuse_reply_err(req, EPERM);
-}
-
-static void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-			 fuse_ino_t newparent, const char *newname,
-			 unsigned int flags)
-{
-	(void)parent;
-	(void)name;
-	(void)newparent;
-	(void)newname;
-	(void)flags;
-	fuse_reply_err(req, EPERM);
-}
-
-static void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		       const char *newname)
-{
-	(void)ino;
-	(void)newparent;
-	(void)newname;
-	fuse_reply_err(req, EPERM);
-}
-
-/* ------------------------------------------------------------------------ */
 /* Files: dispatch on the inode kind (open) or the handle's tag              */
 
 static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *in = fs_inode(fs, ino);
 
 	if (!in) {
@@ -693,6 +439,7 @@ static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 	struct fs_file *f = fh_file(fi);
 
 	(void)ino;
+	fs_req_fs(req)->nopen--;
 	if (f->kind == FS_K_STDOUT || f->kind == FS_K_STDERR)
 		fs_stream_release((struct fs_stream *)f);
 	else if (f->kind == FS_K_STDIN)
@@ -711,28 +458,18 @@ static void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, 0);
 }
 
-static const struct fuse_lowlevel_ops fs_ops = {
+static const struct fuse_lowlevel_ops fs_file_ops = {
     .lookup = fs_op_lookup,
     .forget = fs_op_forget,
     .forget_multi = fs_op_forget_multi,
     .getattr = fs_op_getattr,
     .setattr = fs_op_setattr,
-    .mkdir = fs_op_mkdir,
-    .mknod = fs_op_mknod,
-    .symlink = fs_op_symlink,
-    .unlink = fs_op_unlink,
-    .rmdir = fs_op_rmdir,
-    .rename = fs_op_rename,
-    .link = fs_op_link,
     .open = fs_op_open,
     .read = fs_op_read,
     .write = fs_op_write,
     .flush = fs_op_flush,
     .release = fs_op_release,
     .fsync = fs_op_fsync,
-    .opendir = fs_op_opendir,
-    .readdir = fs_op_readdir,
-    .releasedir = fs_op_releasedir,
     .poll = fs_op_poll,
 };
 
@@ -783,7 +520,7 @@ static bool fs_linger_one(struct fs *fs, uint64_t now)
 	     job = router_job_next(job)) {
 		struct fs_inode *in;
 
-		if (job_running(job))
+		if (fs_job_running(job))
 			continue;
 		in = fs_inode_ensure(&fs->it, FS_K_JOB, job,
 				     ROUTER_RANK_WILDCARD);
@@ -820,6 +557,7 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	   char *err, size_t errlen, fs_t **out)
 {
 	struct fs *fs;
+	struct fuse_lowlevel_ops ops;
 	char opts[4096];
 	struct timeval tv = {.tv_sec = FS_SWEEP_MS / 1000,
 			     .tv_usec = (FS_SWEEP_MS % 1000) * 1000};
@@ -866,7 +604,9 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
-	fs->se = fuse_session_new(&fs->args, &fs_ops, sizeof(fs_ops), fs);
+	ops = fs_file_ops;
+	fs_dir_ops(&ops);
+	fs->se = fuse_session_new(&fs->args, &ops, sizeof(ops), fs);
 	if (!fs->se) {
 		snprintf(err, errlen,
 			 "bad FUSE mount option in '-o %s' (see the message "

@@ -59,6 +59,11 @@ int fs_mount(fs_t *fs, char *err, size_t errlen);
  */
 void fs_shutdown(fs_t *fs);
 
+/* Files and directories opened and not yet released.  After fs_shutdown()
+ * the daemon keeps serving until this reaches 0 (or a grace time passes),
+ * so closing programs get their FLUSH/RELEASE answered. */
+size_t fs_open_count(const fs_t *fs);
+
 /* Unmount (if mounted) and stop serving.  Idempotent. */
 void fs_unmount(fs_t *fs);
 

@@ -134,6 +134,7 @@ struct fs {
 	struct timespec start;
 	void (*on_exit)(void *ctx);
 	void *on_exit_ctx;
+	size_t nopen;	      /* handles opened and not yet released */
 	struct fs_inode root; /* not in the table: no job, never goes away */
 	struct fs_itable it;
 	struct fs_parked_list interrupted;
@@ -156,6 +157,24 @@ void fs_itable_foreach(struct fs_itable *it,
 		       void (*fn)(struct fs_inode *in, void *ctx), void *ctx);
 
 /* fs.c */
+struct fs *fs_req_fs(fuse_req_t req);
+struct fs_inode *fs_inode(struct fs *fs, fuse_ino_t ino);
+/* The child @name of @parent (created in the table if needed), or NULL
+ * with an errno in *err. */
+struct fs_inode *fs_child(struct fs *fs, struct fs_inode *parent,
+			  const char *name, int *err);
+bool fs_job_running(router_job_t *job);
+extern const struct fs_name {
+	const char *name;
+	enum fs_kind kind;
+} fs_file_names[4]; /* info, stdout, stderr, stdin */
+
+/* dir.c: fill the directory operations */
+void fs_dir_ops(struct fuse_lowlevel_ops *ops);
+
+/* fuse_reply_open() that counts open handles (see fs_open_count()). */
+int fs_reply_open(struct fs *fs, fuse_req_t req,
+		  const struct fuse_file_info *fi);
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
 /* Park @p and register its interrupt callback. */
 void fs_park(struct fs *fs, struct fs_parked *p);

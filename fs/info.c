@@ -95,7 +95,7 @@ void fs_info_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 	}
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)f;
-	if (fuse_reply_open(req, fi) != 0)
+	if (fs_reply_open(fs, req, fi) != 0)
 		fs_info_release(f);
 }
 

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs/fs.h"
@@ -35,6 +36,7 @@
 #endif
 
 #define MAX_LISTEN 16
+#define GRACE_MS   2000 /* at most this long for open files to close */
 
 struct options {
 	bool foreground;
@@ -64,6 +66,8 @@ struct daemon {
 	pmix_source_t *pmix;
 #endif
 	struct event *sigs[3];
+	struct event *grace_ev;
+	uint64_t grace_deadline_ms;
 	bool stopping;
 	bool use_syslog; /* background: stderr is /dev/null */
 };
@@ -225,17 +229,49 @@ static void daemon_log(void *ctx, int level, const char *msg)
 		fprintf(stderr, "iofs: %s\n", msg);
 }
 
-static void daemon_stop(struct daemon *d)
+static uint64_t mono_ms(void)
 {
-	if (d->stopping)
-		return;
-	d->stopping = true;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* After shutdown, serve the FLUSH/RELEASE of closing programs (a reader
+ * just answered with EOF closes its file) before unmounting. */
+static void on_grace(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	if (fs_open_count(d->fs) == 0 || mono_ms() >= d->grace_deadline_ms)
+		event_base_loopexit(d->base, NULL);
+}
+
+static void daemon_stop(struct daemon *d, bool session_gone)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 20000};
+
+	if (!d->stopping) {
+		d->stopping = true;
 #if IOFS_FS_WITH_NET
-	net_server_stop_listening(d->net);
+		net_server_stop_listening(d->net);
 #endif
-	fs_shutdown(d->fs);    /* parked reads EOF, writes what was taken */
-	router_shutdown(d->r); /* every stream completes, every XOFF released */
-	event_base_loopexit(d->base, NULL);
+		fs_shutdown(
+		    d->fs); /* parked reads EOF, writes what was taken */
+		router_shutdown(d->r); /* streams complete, XOFFs released */
+		d->grace_deadline_ms = mono_ms() + GRACE_MS;
+	}
+	if (session_gone || fs_open_count(d->fs) == 0) {
+		event_base_loopexit(d->base, NULL);
+		return;
+	}
+	if (!d->grace_ev) {
+		d->grace_ev = event_new(d->base, -1, EV_PERSIST, on_grace, d);
+		if (!d->grace_ev || event_add(d->grace_ev, &tv) < 0)
+			event_base_loopexit(d->base, NULL);
+	}
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -245,12 +281,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	(void)what;
 	if (d->opt->foreground)
 		fprintf(stderr, "iofs: %s: unmounting\n", strsignal((int)sig));
-	daemon_stop(d);
+	daemon_stop(d, false);
 }
 
 static void on_fs_exit(void *ctx)
 {
-	daemon_stop(ctx);
+	daemon_stop(ctx, true);
 }
 
 static int start_sources(struct daemon *d, char *err, size_t errlen)
@@ -339,6 +375,9 @@ static void release_daemon(struct daemon *d)
 	d->fs = NULL;
 	router_free(d->r);
 	d->r = NULL;
+	if (d->grace_ev)
+		event_free(d->grace_ev);
+	d->grace_ev = NULL;
 	for (size_t i = 0; i < 3; i++) {
 		if (d->sigs[i])
 			event_free(d->sigs[i]);

@@ -105,7 +105,7 @@ void fs_stdin_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 	TAILQ_INSERT_TAIL(&fs->stdins, w, link);
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)w;
-	if (fuse_reply_open(req, fi) != 0)
+	if (fs_reply_open(fs, req, fi) != 0)
 		fs_stdin_release(w);
 }
 

@@ -88,7 +88,7 @@ static void stream_open_answer(struct fs_stream *s, struct fs_parked *p)
 	/* The opener may be gone (killed): no release will come then, and
 	 * the reader cannot be closed from inside its ready callback, so the
 	 * sweep timer frees it. */
-	if (fuse_reply_open(p->req, &s->fi) != 0)
+	if (fs_reply_open(s->fs, p->req, &s->fi) != 0)
 		s->orphan = true;
 	free(p);
 }
@@ -178,7 +178,7 @@ void fs_stream_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 		fs_park(fs, p);
 		return;
 	}
-	if (fuse_reply_open(req, fi) != 0)
+	if (fs_reply_open(fs, req, fi) != 0)
 		stream_free(s);
 }
 

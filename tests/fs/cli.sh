@@ -1,0 +1,48 @@
+#!/bin/bash
+# Command-line errors: clear message, non-zero exit, nothing mounted.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+
+# expect_err STATUS PATTERN CMD...: CMD fails with STATUS, stderr ~ PATTERN
+expect_err() {
+	local want=$1 pat=$2 rc=0
+	shift 2
+	timeout 10 "$@" >"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq "$want" ] || fail "'$*': exit $rc, expected $want ($(cat "$T/err"))"
+	grep -qi -- "$pat" "$T/err" || fail "'$*': message lacks '$pat': $(cat "$T/err")"
+	[ -n "$DAEMON_PID" ] || ! is_mounted "$MNT" || fail "'$*' left a mount"
+}
+
+expect_err 2 "missing MOUNTPOINT" "$IOFS"
+expect_err 2 "exactly one MOUNTPOINT" "$IOFS" "$MNT" "$T"
+expect_err 2 "usage" "$IOFS" --no-such-option "$MNT"
+expect_err 2 "linger" "$IOFS" -o linger=soon "$MNT"
+expect_err 2 "window" "$IOFS" -o window=12 "$MNT"
+expect_err 1 "does not exist.*mkdir -p" "$IOFS" -f "$T/nope"
+touch "$T/file"
+expect_err 1 "not a directory" "$IOFS" -f "$T/file"
+expect_err 1 "bad FUSE mount option" "$IOFS" -f -o no_such_fuse_opt "$MNT"
+# background mode reports the failure through its exit status too
+expect_err 1 "bad FUSE mount option" "$IOFS" -o no_such_fuse_opt "$MNT"
+# bad listen address: nothing stays mounted
+expect_err 1 "" "$IOFS" -f --listen "bogus:addr" "$MNT"
+
+# help and version
+"$IOFS" --help | grep -q "usage: iofs" || fail "--help"
+"$IOFS" --version | grep -q "^iofs [0-9]" || fail "--version"
+
+# already mounted
+start_daemon
+expect_err 1 "already a mount point.*fusermount3 -u" "$IOFS" -f --listen "unix:$T/other.sock" "$MNT"
+assert_eq "mounts at $MNT" 1 "$(grep -c " $MNT " /proc/self/mountinfo)"
+is_mounted "$MNT" || fail "the first daemon lost its mount"
+stop_daemon
+
+# no /dev/fuse (in a private mount namespace with an empty /dev)
+if unshare -m true 2>/dev/null; then
+	rc=0
+	unshare -m sh -c "mount -t tmpfs none /dev && exec '$IOFS' -f '$MNT'" \
+		>"$T/out" 2>"$T/err" || rc=$?
+	[ $rc -eq 1 ] || fail "no /dev/fuse: exit $rc"
+	grep -q "/dev/fuse.*modprobe fuse" "$T/err" || fail "no /dev/fuse message: $(cat "$T/err")"
+fi
+log "ok"

@@ -1,0 +1,56 @@
+#!/bin/bash
+# Mount life cycle: background start returns when ready, empty tree, SIGTERM
+# and SIGINT unmount with exit 0, fusermount3 -u ends the daemon, kill -9
+# leaves no stale mount (auto_unmount), root directory attributes.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+
+# background: usable as soon as the command returns
+timeout 20 "$IOFS" --listen "$ADDR" "$MNT" || fail "background start failed"
+is_mounted "$MNT" || fail "not mounted when iofs returned"
+test -S "$SOCK" || fail "not listening when iofs returned"
+DAEMON_PID=$(pgrep -f -n "^$IOFS --listen $ADDR $MNT\$") || fail "no daemon process"
+assert_eq "empty root" "" "$(ls -A "$MNT")"
+assert_eq "root mode" "1777 root" "$(stat -c '%a %U' "$MNT")"
+grep " $MNT " /proc/self/mountinfo | grep -q "fuse.iofs.*default_permissions,allow_other" ||
+	fail "mount options: $(grep " $MNT " /proc/self/mountinfo)"
+test ! -e "$MNT/nojob" || fail "lookup of a missing job succeeded"
+mkdir "$MNT/x" 2>/dev/null && fail "mkdir succeeded"
+touch "$MNT/x" 2>/dev/null && fail "create succeeded"
+kill -TERM "$DAEMON_PID"
+
+for _ in $(seq 250); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.02; done
+kill -0 "$DAEMON_PID" 2>/dev/null && fail "daemon still running after SIGTERM"
+DAEMON_PID=
+wait_for 5 eval '! is_mounted "$MNT"' || fail "mount left after SIGTERM"
+
+# SIGINT in the foreground
+start_daemon
+kill -INT "$DAEMON_PID"
+rc=0
+wait "$DAEMON_PID" || rc=$?
+DAEMON_PID=
+assert_eq "exit status after SIGINT" 0 $rc
+! is_mounted "$MNT" || fail "mount left after SIGINT"
+
+# fusermount3 -u ends the daemon cleanly
+start_daemon
+fusermount3 -u "$MNT" || fail "fusermount3 -u failed"
+for _ in $(seq 250); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.02; done
+rc=0
+wait "$DAEMON_PID" || rc=$?
+DAEMON_PID=
+assert_eq "exit status after fusermount3 -u" 0 $rc
+test ! -S "$SOCK" || fail "socket left after fusermount3 -u"
+
+# kill -9: auto_unmount removes the mount
+start_daemon
+kill -KILL "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+DAEMON_PID=
+wait_for 10 eval '! is_mounted "$MNT"' || fail "stale mount after kill -9"
+ls "$MNT" >/dev/null || fail "mountpoint unusable after kill -9"
+
+# and it can be mounted again at once
+start_daemon
+stop_daemon
+log "ok"

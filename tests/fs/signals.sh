@@ -1,0 +1,84 @@
+#!/bin/bash
+# Interrupts: Ctrl-C (SIGINT) ends a cat parked in open (empty stream), a
+# cat parked in read, and a parked writer, promptly; the writer's write()
+# count stays exact.  SIGTERM to the daemon answers parked requests (reads
+# EOF, writes what was consumed), exits 0 and leaves no mount.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/fs/common.sh"
+
+start_daemon
+# rank 0 prints nothing until "hi" gate; rank 1 prints a line at once.
+run_job sig 2 sh -c "[ \$IOFS_RANK = 1 ] && echo hi; $(gate open); cat > $T/sig.\$IOFS_RANK"
+
+# interrupt_ends PID WHAT: SIGINT ends PID within 2 s with status 130
+interrupt_ends() {
+	sleep 0.3
+	kill -0 "$1" || fail "$2 ended before the interrupt"
+	kill -INT "$1"
+	wait_for 2 finished "$1" || fail "$2 ignored SIGINT (stuck in the kernel?)"
+	local rc
+	rc=$(rc_of "$1")
+	[ "$rc" -eq 130 ] || fail "$2: status $rc after SIGINT"
+}
+
+env --default-signal=INT cat "$MNT/sig/0/stdout" >/dev/null &
+interrupt_ends $! "cat parked in open"
+env --default-signal=INT cat "$MNT/sig/1/stdout" >"$T/cat1" &
+P=$!
+wait_for 5 file_has "$T/cat1" hi || fail "cat did not read the first line"
+interrupt_ends $P "cat parked in read"
+
+# writer: rank 0 does not read stdin yet, so writes park once buffers fill
+cat >"$T/writer.py" <<'PY'
+import os, signal, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+buf = b"x" * (1 << 20)
+total = 0
+try:
+    while total < (64 << 20):
+        total += os.write(fd, buf)
+        open(sys.argv[2] + ".tmp", "w").write(str(total))
+        os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+except (KeyboardInterrupt, BrokenPipeError) as e:
+    pass
+open(sys.argv[2] + ".tmp", "w").write(str(total))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+os.close(fd)
+PY
+env --default-signal=INT python3 "$T/writer.py" "$MNT/sig/0/stdin" "$T/written" &
+W=$!
+track $W
+wait_for 10 test -s "$T/written" || fail "writer wrote nothing"
+prev=-1
+for _ in $(seq 20); do # the writer must stall: its count stops growing
+	cur=$(cat "$T/written")
+	[ "$cur" = "$prev" ] && break
+	prev=$cur
+	sleep 0.3
+done
+[ "$cur" = "$prev" ] || fail "writer never blocked (wrote $cur)"
+kill -INT $W
+wait_for 2 finished $W || fail "parked writer ignored SIGINT"
+written=$(cat "$T/written")
+log "writer stopped after $written bytes"
+touch "$T/open"
+wait_for 20 exited "$MNT/sig/0/info" || fail "rank 0 did not end"
+assert_eq "bytes the rank got == write() total" "$written" "$(stat -c %s "$T/sig.0")"
+
+# SIGTERM with a parked reader and a parked writer
+run_job term 1 sh -c "echo hi; $(gate never)"
+cat "$MNT/term/0/stdout" >"$T/term.out" &
+C=$!
+track $C
+wait_for 5 file_has "$T/term.out" hi || fail "term cat"
+python3 "$T/writer.py" "$MNT/term/0/stdin" "$T/twritten" &
+W=$!
+track $W
+wait_for 10 test -s "$T/twritten" || fail "term writer wrote nothing"
+sleep 0.5
+kill -0 $C || fail "reader ended early"
+stop_daemon
+wait_for 5 finished $C || fail "parked reader not answered at SIGTERM"
+assert_eq "reader status at SIGTERM (EOF)" 0 "$(rc_of $C)"
+wait_for 5 finished $W || fail "parked writer not answered at SIGTERM"
+log "ok"

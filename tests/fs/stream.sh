@@ -1,0 +1,87 @@
+#!/bin/bash
+# Stream reads with real programs: cat streams and ends at completion,
+# tail -f (also on a stream empty at open), head -c, grep -m, dd, st_size and
+# mtime, the merged view, info counters.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/fs/common.sh"
+
+start_daemon
+run_job s 2 sh -c "echo first \$IOFS_RANK; $(gate go); echo second \$IOFS_RANK; \
+	$(gate end); echo last \$IOFS_RANK; echo err \$IOFS_RANK >&2"
+
+F=$MNT/s/0/stdout
+wait_for 10 size_is "$F" 8 || fail "st_size of '$F' is not 8"
+m1=$(stat -c %Y.%y "$F")
+
+# cat: streams what is there, then waits at the live end
+env --default-signal=INT cat "$F" >"$T/cat.out" &
+CAT=$!
+track $CAT
+wait_for 5 file_has "$T/cat.out" "first 0" || fail "cat did not print the first line"
+# tail -f (1 s poll by default; -s 0.1 to keep the test short)
+tail -f -s 0.1 "$F" >"$T/tail.out" &
+TAIL=$!
+track $TAIL
+wait_for 5 file_has "$T/tail.out" "first 0" || fail "tail -f missed the first line"
+
+# a reader on a stream that is EMPTY at open: stderr has no byte yet
+tail -f -s 0.1 "$MNT/s/0/stderr" >"$T/tail-err.out" &
+TAILE=$!
+track $TAILE
+
+sleep 0.2 # let readers settle at the live end (they must stay there)
+kill -0 $CAT || fail "cat ended before the stream completed"
+touch "$T/go"
+wait_for 5 file_has "$T/tail.out" "second 0" || fail "tail -f did not see a new line"
+wait_for 5 file_has "$T/cat.out" "second 0" || fail "cat did not see a new line"
+kill -0 $CAT || fail "cat ended before the stream completed"
+m2=$(stat -c %Y.%y "$F")
+[ "$m1" != "$m2" ] || fail "mtime did not move on append ($m1)"
+assert_eq "size after append" 17 "$(stat -c %s "$F")"
+
+touch "$T/end"
+wait_for 10 finished $CAT || fail "cat did not end when the rank exited"
+assert_eq "cat status" 0 "$(rc_of $CAT)"
+printf 'first 0\nsecond 0\nlast 0\n' >"$T/expect0"
+assert_eq "cat content" "$(sha "$T/expect0")" "$(sha "$T/cat.out")"
+wait_for 5 file_has "$T/tail-err.out" "err 0" || fail "tail -f on an empty-at-open stream saw nothing"
+wait_for 5 file_has "$T/tail.out" "last 0" || fail "tail -f missed the last line"
+wait_for 10 finished "$JOB_PID" || fail "iofs-run did not end"
+
+# completed stream: whole-file tools
+assert_eq "head -c" "first" "$(timeout 5 head -c 5 "$F")"
+assert_eq "grep -m" "second 0" "$(timeout 5 grep -m 1 second "$F")"
+assert_eq "wc -c" 24 "$(timeout 5 wc -c <"$F")"
+timeout 5 dd if="$F" of="$T/dd.out" bs=1M status=none || fail "dd failed"
+assert_eq "dd content" "$(sha "$T/expect0")" "$(sha "$T/dd.out")"
+timeout 5 dd if="$F" of="$T/dd2.out" bs=1 skip=8 count=6 status=none || fail "dd skip failed"
+assert_eq "dd skip" "second" "$(cat "$T/dd2.out")"
+assert_eq "rank 1" "$(printf 'first 1\nsecond 1\nlast 1')" "$(timeout 5 cat "$MNT/s/1/stdout")"
+assert_eq "stderr" "err 1" "$(timeout 5 cat "$MNT/s/1/stderr")"
+
+# merged view: whole lines, tagged, 6 of them
+timeout 5 cat "$MNT/s/stdout" >"$T/merged"
+assert_eq "merged lines" 6 "$(wc -l <"$T/merged")"
+grep -qx '\[s,1\]<stdout>: second 1' "$T/merged" || fail "merged view lacks a tagged line: $(cat "$T/merged")"
+assert_eq "merged stderr" 2 "$(timeout 5 cat "$MNT/s/stderr" | grep -c '<stderr>: err')"
+
+# head on a LIVE stream ends at once too
+run_job live 1 sh -c "echo 0123456789; $(gate live-end)"
+wait_for 5 size_is "$MNT/live/0/stdout" 11 || fail "live stream size"
+assert_eq "head -c on live" "01234" "$(timeout 5 head -c 5 "$MNT/live/0/stdout")"
+assert_eq "grep -m on live" "0123456789" "$(timeout 5 grep -m 1 0123 "$MNT/live/0/stdout")"
+touch "$T/live-end"
+
+# info counters
+I=$MNT/s/0/info
+assert_eq "state" exited "$(info_get "$I" state)"
+assert_eq "stdout_bytes" 24 "$(info_get "$I" stdout_bytes)"
+assert_eq "stderr_bytes" 6 "$(info_get "$I" stderr_bytes)"
+assert_eq "exit_status" 0 "$(info_get "$I" exit_status)"
+assert_eq "job ranks" 2 "$(info_get "$MNT/s/info" ranks)"
+assert_eq "job stdout_bytes" 48 "$(info_get "$MNT/s/info" stdout_bytes)"
+for k in pid host stdin_bytes stdout_xoff stdout_xon stderr_xoff stderr_xon stdin_xoff stdin_xon dropped_bytes; do
+	[ -n "$(info_get "$I" $k)" ] || fail "info lacks $k"
+done
+stop_daemon
+log "ok"
