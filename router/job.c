@@ -356,6 +356,12 @@ int job_rank_get(router_t *r, const router_proc_t *proc,
 	router_rank_t *rank;
 
 	if (job && job->complete) {
+		rank = router_job_rank(job, proc->rank);
+		if (rank && !must_be_new) {
+			/* Late output of a finished rank: dropped, counted. */
+			*out = rank;
+			return 0;
+		}
 		/* A new run under a finished job's name: replace it. */
 		job_unlink(job);
 		job = NULL;

@@ -150,6 +150,16 @@ static void job_size_holds_completion(void **state)
 	router_rank_exit(h->rk[1], ROUTER_STATE_EXITED, 0);
 	router_job_stats(job, &st);
 	assert_int_equal(st.state, ROUTER_STATE_LOST);
+	/* Late output of a finished rank: dropped and counted, the job is
+	 * not replaced. */
+	h_puts(h, "js", 1, "late\n");
+	assert_ptr_equal(router_job_lookup(h->r, "js"), job);
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 5);
+	assert_int_equal(st.stdout_bytes, 0);
+	/* An unknown rank delivering into the finished job: a new run. */
+	h_puts(h, "js", 7, "new\n");
+	assert_ptr_not_equal(router_job_lookup(h->r, "js"), job);
 	h_free(h);
 }
 
