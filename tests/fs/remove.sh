@@ -1,0 +1,42 @@
+#!/bin/bash
+# Job directories stay after completion until rmdir / rm -r (EBUSY while
+# running), a re-run under the same name replaces a completed job, and
+# -o linger=SECONDS removes completed jobs by itself.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/fs/common.sh"
+
+start_daemon
+run_job r 2 sh -c "echo run1 \$IOFS_RANK; $(gate end)"
+if rmdir "$MNT/r" 2>"$T/err"; then fail "rmdir of a running job succeeded"; fi
+grep -q "busy" "$T/err" || fail "rmdir running: $(cat "$T/err")"
+if rm -rf "$MNT/r" 2>/dev/null; then fail "rm -rf of a running job succeeded"; fi
+test -e "$MNT/r/0/stdout" || fail "a running job lost files"
+touch "$T/end"
+wait_for 10 exited "$MNT/r/info" || fail "job did not end"
+sleep 1.2 # past any entry cache
+assert_eq "completed job still readable" "run1 0" "$(timeout 5 cat "$MNT/r/0/stdout")"
+
+# a re-run under the same name replaces the completed job
+rm -f "$T/end"
+run_job r 1 sh -c "echo run2; $(gate end)"
+wait_for 5 file_has "$MNT/r/0/stdout" run2 || fail "re-run not visible"
+test ! -e "$MNT/r/1" || fail "re-run kept the old rank 1"
+touch "$T/end"
+wait_for 10 exited "$MNT/r/info" || fail "re-run did not end"
+
+# a reader holding a file open across removal keeps reading
+exec 5<"$MNT/r/0/stdout"
+rm -r "$MNT/r" || fail "rm -r of a completed job failed"
+test ! -e "$MNT/r" || fail "job still there after rm -r"
+assert_eq "ls after rm -r" "" "$(ls -A "$MNT")"
+assert_eq "reader after removal" run2 "$(cat <&5)"
+exec 5<&-
+stop_daemon
+
+# linger
+start_daemon -o linger=1
+run_job l 1 echo bye
+wait_for 10 exited "$MNT/l/info" || fail "linger job did not end"
+wait_for 10 eval '! test -e "$MNT/l"' || fail "linger=1 did not remove the job"
+stop_daemon
+log "ok"
