@@ -57,7 +57,7 @@ static void sink_xoff_makes_push_wait(void **state)
 	router_stdin_flow(h->rk[0], true);
 	router_stdin_flow(h->rk[0], true); /* idempotent */
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(router_push(job, 0, "0123456789" + i * 3, 3, 0,
+		assert_int_equal(router_push(job, 0, &"0123456789"[i * 3], 3, 0,
 					     h_cb_count, c[i], NULL),
 				 0);
 	h_loop(h);
