@@ -18,3 +18,9 @@ rc_of() {
 }
 # daemon_alive: the daemon runs and its mount answers
 daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null && ls "$MNT" >/dev/null; }
+# info_at_least NSPACE RANK KEY N: the rank's info KEY is >= N (for wait_for)
+info_at_least() {
+	local v
+	v=$(info_get "$MNT/$1/$2/info" "$3")
+	[ -n "$v" ] && [ "$v" -ge "$4" ]
+}
