@@ -309,8 +309,8 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 
 	*n = 0;
 	*iovcnt = 0;
-	if (!rd)
-		return ROUTER_ERR_BAD_PARAM;
+	if (!rd || size == 0)
+		return ROUTER_ERR_BAD_PARAM; /* n == 0 would read as EOF */
 	s = rd->s;
 	so = reader_pos(rd, off);
 	if (so >= s->end) {
@@ -321,8 +321,6 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 	len = (size_t)(s->end - so);
 	if (len > size)
 		len = size;
-	if (len == 0) /* size == 0 */
-		return ROUTER_SUCCESS;
 	idx = ring_idx(s, so);
 	first = s->cap - idx;
 	if (first > len)

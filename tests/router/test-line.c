@@ -120,6 +120,28 @@ static void partial_line_timer_and_continuation(void **state)
 	h_free(h);
 }
 
+/* The router's own evtimer drives router_run_timers(). */
+static void loop_timer_flushes(void **state)
+{
+	struct router_config cfg = {.buffering_ms = 1};
+	struct h *h = h_new(&cfg);
+	struct mv m;
+
+	(void)state;
+	h_reg(h, "lt", 0, 1);
+	mv_open(h, &m, "lt", ROUTER_CH_STDOUT);
+	h_puts(h, "lt", 0, "prompt> ");
+	h->now += 2 * 1000000ull;
+	/* Bounded: the 1 ms timer is the only pending event. */
+	for (int i = 0; i < 100 && m.len == 0; i++) {
+		event_base_loop(h->base, EVLOOP_ONCE);
+		mv_new(&m);
+	}
+	assert_string_equal(m.buf, "[lt,0]<stdout>: prompt> ");
+	router_reader_close(m.rd);
+	h_free(h);
+}
+
 static void partial_flushed_at_shutdown(void **state)
 {
 	struct h *h = h_new(NULL);
@@ -389,6 +411,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(tag_default_and_complete_lines),
 	    cmocka_unit_test(partial_line_timer_and_continuation),
+	    cmocka_unit_test(loop_timer_flushes),
 	    cmocka_unit_test(partial_flushed_at_shutdown),
 	    cmocka_unit_test(formats),
 	    cmocka_unit_test(job_default_directives_and_buffering_size),

@@ -171,6 +171,83 @@ static void nothing_dropped_for_blocking_reader(void **state)
 	h_free(h);
 }
 
+static void many_readers(void **state)
+{
+	struct h *h = h_new(NULL);
+	enum { NRD = 32, TOTAL = 20000 };
+	router_reader_t *rd[NRD];
+	uint64_t off[NRD] = {0};
+	char *in = malloc(TOTAL), *out[NRD];
+	router_job_t *job;
+	size_t sent = 0, got[NRD] = {0};
+
+	(void)state;
+	for (int i = 0; i < TOTAL; i++)
+		in[i] = (char)(i * 7 + i / 256);
+	h_reg(h, "many", 0, 1);
+	job = router_job_lookup(h->r, "many");
+	for (int i = 0; i < NRD; i++) {
+		out[i] = malloc(TOTAL);
+		assert_int_equal(
+		    router_reader_open(job, 0, ROUTER_CH_STDOUT,
+				       i % 2 ? ROUTER_READER_NONBLOCK : 0, NULL,
+				       NULL, &rd[i]),
+		    0);
+	}
+	/* Each reader takes a different size per round. */
+	for (;;) {
+		if (sent < TOTAL) {
+			h_put(h, "many", 0, ROUTER_CH_STDOUT, in + sent, 1000,
+			      0, 0, NULL);
+			sent += 1000;
+		}
+		for (int i = 0; i < NRD; i++) {
+			struct iovec iov[2];
+			int c;
+			size_t n;
+
+			if (router_reader_read(rd[i], off[i], 37 + i * 50, iov,
+					       &c, &n) != ROUTER_SUCCESS)
+				continue;
+			for (int k = 0; k < c; k++) {
+				memcpy(out[i] + got[i], iov[k].iov_base,
+				       iov[k].iov_len);
+				got[i] += iov[k].iov_len;
+			}
+			off[i] += n;
+		}
+		if (sent == TOTAL) {
+			bool all = true;
+
+			for (int i = 0; i < NRD; i++)
+				all = all && got[i] == TOTAL;
+			if (all)
+				break;
+		}
+	}
+	for (int i = 0; i < NRD; i++) {
+		assert_int_equal(got[i], TOTAL);
+		assert_memory_equal(in, out[i], TOTAL);
+		router_reader_close(rd[i]);
+		free(out[i]);
+	}
+	{
+		struct iovec iov[2];
+		int c;
+		size_t n;
+		router_reader_t *x;
+
+		assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0,
+						    NULL, NULL, &x),
+				 0);
+		assert_int_equal(router_reader_read(x, 0, 0, iov, &c, &n),
+				 ROUTER_ERR_BAD_PARAM);
+		router_reader_close(x);
+	}
+	free(in);
+	h_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -178,6 +255,7 @@ int main(void)
 	    cmocka_unit_test(readers_independent),
 	    cmocka_unit_test(late_reader_replay_and_skew),
 	    cmocka_unit_test(nothing_dropped_for_blocking_reader),
+	    cmocka_unit_test(many_readers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
