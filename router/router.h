@@ -222,7 +222,8 @@ struct router_rank_info {
  * Register (publish) a running rank.  Creates the job if needed.  If the job
  * exists and is complete, it is replaced (removed first; open readers keep
  * the old one alive).  ROUTER_ERR_EXISTS if the rank is registered and
- * running.  *out is valid until router_rank_exit() for it returns; @ops and
+ * running, or has ended while its job still runs (no restart in place).
+ * *out is valid until router_rank_exit() for it returns; @ops and
  * @ctx must stay valid until then.
  */
 int router_rank_register(router_t *r, const router_proc_t *proc,
@@ -246,7 +247,9 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
  *
  * @source must name one rank.  An unregistered rank is registered on the fly
  * with no source ops (PMIx sources work like that).  @channel is exactly one
- * of STDOUT, STDERR, STDDIAG.  @len may be 0 (with COMPLETE: just EOF).
+ * of STDOUT, STDERR, STDDIAG (STDDIAG goes to the stderr streams, tagged
+ * <stddiag>).  @len may be 0 (with COMPLETE: just EOF).  Bytes after the
+ * channel's COMPLETE or the rank's exit are dropped (dropped_bytes).
  *
  * Non-blocking (@cbfunc != NULL): returns ROUTER_SUCCESS = accepted; @cbfunc
  * fires exactly once, on the loop thread, never inside this call, with the
@@ -354,8 +357,9 @@ int router_reader_open(router_job_t *job, uint32_t rank, uint32_t channel,
  * Returns ROUTER_SUCCESS with *n > 0 and @iov (1 or 2 entries, pointing into
  * the router's buffer: valid until the next router call) filled, or
  * ROUTER_SUCCESS with *n == 0 at the end of a completed stream (EOF), or
- * ROUTER_AGAIN at the live end.  Moves the reader's cursor to the end of
- * what it returned (which may release an XOFF).
+ * ROUTER_AGAIN at the live end, or ROUTER_ERR_BAD_PARAM for @size 0.
+ * Moves the reader's cursor to the end of what it returned (which may
+ * release an XOFF).
  */
 int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 		       struct iovec iov[2], int *iovcnt, size_t *n);
