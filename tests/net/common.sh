@@ -24,3 +24,7 @@ info_at_least() {
 	v=$(info_get "$MNT/$1/$2/info" "$3")
 	[ -n "$v" ] && [ "$v" -ge "$4" ]
 }
+# size_is FILE N: st_size of FILE is N (for wait_for)
+size_is() { [ "$(stat -c %s "$1" 2>/dev/null)" = "$2" ]; }
+# state_is NSPACE RANK STATE (for wait_for)
+state_is() { [ "$(rank_state "$1" "$2")" = "$3" ]; }
