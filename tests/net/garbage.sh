@@ -14,6 +14,10 @@ head -c 5000000 /dev/urandom >"$T/blob"
 JOB=$!
 track $JOB
 wait_for 10 test -e "$MNT/real/1/info" || fail "job real did not appear"
+"$IOFS_RUN" --nspace hold -- sh -c "echo holding; $(gate release); echo released" &
+HOLD=$!
+track $HOLD
+wait_for 10 test -e "$MNT/hold/0/info" || fail "job hold did not appear"
 timeout 120 cat "$MNT/real/0/stdout" >"$T/out" &
 CAT=$!
 track $CAT
@@ -61,7 +65,7 @@ cases = [
     [data(0, 2, b'before hello')],                      # before HELLO
     [hello(b'.')],                                      # bad nspace
     [hello(b'a/b')],                                    # bad nspace
-    [hello(b'real', 0, 1)],                             # claims a running rank
+    [hello(b'hold', 0, 1)],                             # claims a running rank
     [hello()[:5] + b'\0\0\0\0' + hello()[9:]],          # bad magic
     [hello() + hello()],                                # second HELLO
     [hello() + data(7, 2, b'x')],                       # rank out of range
@@ -111,13 +115,19 @@ assert_eq "real job sha256" "$(sha "$T/blob")" "$(sha "$T/out")"
 assert_eq "real job stderr" "done 1" "$(timeout 5 cat "$MNT/real/1/stderr")"
 assert_eq "real job state" exited "$(rank_state real 0)"
 
+assert_eq "hold job untouched" running "$(rank_state hold 0)"
+touch "$T/release"
+wait_for 10 finished $HOLD || fail "job hold did not end"
+assert_eq "hold job status" 0 "$(rc_of $HOLD)"
+assert_eq "hold job output" "$(printf 'holding\nreleased')" "$(timeout 5 cat "$MNT/hold/0/stdout")"
+
 closed=$(grep -c "closing:" "$T/iofs.log")
 log "$(cat "$T/thrown") connections thrown, $closed closed with a reason"
 [ "$closed" -ge 17 ] || fail "only $closed connections closed with a reason"
 for why in "frame too large" "unknown frame type" "before HELLO" "invalid namespace" \
 	"bad magic" "second HELLO" "outside" "no RANK_START" "invalid channel" \
 	"already running" "not valid in this direction" "bad frame length" "field out of range"; do
-	grep -q "closing:.*$why" "$T/iofs.log" || fail "no logged reason '$why'"
+	grep -q "closing:.*$why" "$T/iofs.log" || fail "no logged reason '$why': $(grep -E "real|closing" "$T/iofs.log" | head -30)"
 done
 daemon_alive || fail "daemon died"
 "$IOFS_RUN" --nspace after -- echo still-serving

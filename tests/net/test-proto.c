@@ -303,7 +303,8 @@ static size_t raw(uint8_t *b, uint32_t len, uint8_t type, const void *body,
 	b[2] = (uint8_t)(len >> 16);
 	b[3] = (uint8_t)(len >> 24);
 	b[4] = type;
-	memcpy(b + 5, body, blen);
+	if (blen)
+		memcpy(b + 5, body, blen);
 	return 5 + blen;
 }
 
