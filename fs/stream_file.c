@@ -191,6 +191,10 @@ void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (size == 0) { /* the router rejects it: 0 bytes means EOF there */
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
 	if (stream_try(s, req, size, off))
 		return;
 	if (fi->flags & O_NONBLOCK) {
