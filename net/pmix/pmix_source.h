@@ -24,7 +24,7 @@ typedef struct pmix_source pmix_source_t;
  * message in @err.  *out owned by the caller: pmix_source_free().
  */
 int pmix_source_new(struct event_base *base, router_t *r, const char *server,
-                    char *err, size_t errlen, pmix_source_t **out);
+		    char *err, size_t errlen, pmix_source_t **out);
 
 /* Disconnect (PMIx_tool_finalize); jobs stay readable. NULL-safe. */
 void pmix_source_free(pmix_source_t *ps);

@@ -1,0 +1,749 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PMIx source: connection (PMIx_tool_init), the PMIx callbacks (progress
+ * thread), namespace discovery (PMIX_QUERY_NAMESPACES on a timer and on job
+ * events), PMIx_IOF_pull per namespace, and the job / loss events.
+ *
+ * The progress-thread rule (seed 001): every PMIx callback here (pt_*)
+ * copies what it was handed into a struct ps_msg, then router_defer()s it;
+ * ps_dispatch() does the work on the daemon's loop thread.  No pt_*
+ * function calls the router (other than router_defer) or blocks.
+ *
+ * libpmix is one connection per process and its IOF and event callbacks
+ * carry no context pointer, so the one live source is found through
+ * `owner` below: the single file-static of this module, forced by that API.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "net/pmix/pmix_source_i.h"
+
+static struct {
+	pthread_mutex_t lock;
+	pmix_source_t *owner; /* NULL outside pmix_source_new..free */
+	bool busy;	      /* a source exists (PMIx_tool_init'ed) */
+} owner = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void ps_log(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "iofs: pmix: %s\n", msg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* References, messages, pending ops                                         */
+
+static void ps_destroy(pmix_source_t *ps)
+{
+	while (ps->jobs) {
+		struct ps_job *job = ps->jobs;
+		ps->jobs = job->next;
+		ps_job_free(job);
+	}
+	if (ps->requery_ev)
+		event_free(ps->requery_ev);
+	if (ps->flow_ev)
+		event_free(ps->flow_ev);
+	pthread_mutex_destroy(&ps->lock);
+	free(ps);
+}
+
+void ps_ref(pmix_source_t *ps)
+{
+	atomic_fetch_add(&ps->refs, 1);
+}
+
+void ps_unref(pmix_source_t *ps)
+{
+	if (atomic_fetch_sub(&ps->refs, 1) == 1)
+		ps_destroy(ps);
+}
+
+void ps_msg_free(struct ps_msg *m)
+{
+	pmix_source_t *ps;
+
+	if (!m)
+		return;
+	ps = m->ps;
+	free(m->bytes);
+	free(m->bo.bytes);
+	if (m->info)
+		PMIX_INFO_FREE(m->info, m->ninfo);
+	if (m->queries)
+		PMIX_QUERY_FREE(m->queries, 1);
+	free(m);
+	ps_unref(ps);
+}
+
+static struct ps_msg *msg_new(pmix_source_t *ps, enum ps_msg_kind kind)
+{
+	struct ps_msg *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->kind = kind;
+	m->ps = ps;
+	ps_ref(ps);
+	return m;
+}
+
+struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
+{
+	struct ps_msg *m = msg_new(ps, kind);
+
+	if (!m)
+		return NULL;
+	pthread_mutex_lock(&ps->lock);
+	m->pending = true;
+	m->next = ps->pending;
+	if (m->next)
+		m->next->prev = m;
+	ps->pending = m;
+	pthread_mutex_unlock(&ps->lock);
+	return m;
+}
+
+bool ps_op_claim(struct ps_msg *m)
+{
+	pmix_source_t *ps = m->ps;
+	bool mine;
+
+	pthread_mutex_lock(&ps->lock);
+	mine = m->pending;
+	if (mine) {
+		m->pending = false;
+		if (m->prev)
+			m->prev->next = m->next;
+		else
+			ps->pending = m->next;
+		if (m->next)
+			m->next->prev = m->prev;
+		m->prev = m->next = NULL;
+	}
+	pthread_mutex_unlock(&ps->lock);
+	return mine;
+}
+
+void ps_op_abort(struct ps_msg *m)
+{
+	if (ps_op_claim(m))
+		ps_msg_free(m);
+}
+
+static void ps_dispatch(void *arg);
+
+void ps_post(struct ps_msg *m)
+{
+	if (router_defer(m->ps->r, ps_dispatch, m) != 0)
+		ps_msg_free(
+		    m); /* the router is shutting down: nobody to tell */
+}
+
+/* The live source, with a reference, or NULL (progress thread). */
+static pmix_source_t *owner_get(void)
+{
+	pmix_source_t *ps;
+
+	pthread_mutex_lock(&owner.lock);
+	ps = owner.owner;
+	if (ps)
+		ps_ref(ps);
+	pthread_mutex_unlock(&owner.lock);
+	return ps;
+}
+
+static void copy_nspace(char *dst, const char *src)
+{
+	size_t n = strnlen(src, PMIX_MAX_NSLEN);
+	if (n > ROUTER_NSPACE_MAX)
+		n = ROUTER_NSPACE_MAX;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* ------------------------------------------------------------------------ */
+/* Progress-thread callbacks                                                 */
+
+static void dir_from_info(router_directives_t *d, const pmix_info_t *info)
+{
+	static const struct {
+		const char *key;
+		uint32_t bit;
+	} map[] = {
+	    {PMIX_IOF_COMPLETE, ROUTER_DIR_COMPLETE},
+	    {PMIX_IOF_TAG_OUTPUT, ROUTER_DIR_TAG_OUTPUT},
+	    {PMIX_IOF_RANK_OUTPUT, ROUTER_DIR_RANK_OUTPUT},
+	    {PMIX_IOF_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT},
+	    {PMIX_IOF_TIMESTAMP_OUTPUT, ROUTER_DIR_TIMESTAMP},
+	    {PMIX_IOF_OUTPUT_RAW, ROUTER_DIR_OUTPUT_RAW},
+	    /* PMIX_IOF_LOCAL_OUTPUT is the host's business (seed 001):
+	     * it carries no meaning for a tool, so it is not mapped */
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		if (strcmp(info->key, map[i].key) != 0)
+			continue;
+		d->set |= map[i].bit;
+		if (info->value.type != PMIX_BOOL || info->value.data.flag)
+			d->value |= map[i].bit;
+	}
+}
+
+static void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel,
+		   pmix_proc_t *source, pmix_byte_object_t *payload,
+		   pmix_info_t info[], size_t ninfo)
+{
+	pmix_source_t *ps = owner_get();
+	struct ps_msg *m;
+
+	if (!ps)
+		return;
+	m = msg_new(ps, PS_MSG_IOF);
+	ps_unref(ps); /* msg_new took its own */
+	if (!m)
+		return;
+	copy_nspace(m->nspace, source->nspace);
+	m->rank = source->rank;
+	m->channel = channel;
+	for (size_t i = 0; info && i < ninfo; i++)
+		dir_from_info(&m->dirs, &info[i]);
+	/* the payload is only valid during this callback: copy it out */
+	if (payload && payload->size > 0) {
+		m->bytes = malloc(payload->size);
+		if (!m->bytes) {
+			ps_log("out of memory: %zu bytes of %s/%u dropped",
+			       payload->size, m->nspace, m->rank);
+			ps_msg_free(m);
+			return;
+		}
+		memcpy(m->bytes, payload->bytes, payload->size);
+		m->len = payload->size;
+	} else {
+		/* a zero-length delivery completes the stream */
+		m->dirs.set |= ROUTER_DIR_COMPLETE;
+		m->dirs.value |= ROUTER_DIR_COMPLETE;
+	}
+	ps_post(m);
+}
+
+static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
+		     pmix_info_t info[], size_t ninfo, pmix_info_t *results,
+		     size_t nresults,
+		     pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+	pmix_source_t *ps = owner_get();
+	struct ps_msg *m = ps ? msg_new(ps, PS_MSG_EVENT) : NULL;
+	bool have_term = false;
+	int term = 0;
+
+	if (ps)
+		ps_unref(ps);
+	if (m) {
+		m->status = status;
+		m->rank = ROUTER_RANK_WILDCARD;
+		for (size_t i = 0; info && i < ninfo; i++) {
+			const pmix_value_t *v = &info[i].value;
+			if (strcmp(info[i].key, PMIX_EVENT_AFFECTED_PROC) ==
+				0 &&
+			    v->type == PMIX_PROC && v->data.proc) {
+				copy_nspace(m->nspace, v->data.proc->nspace);
+				m->rank = v->data.proc->rank;
+			} else if (strcmp(info[i].key, PMIX_EXIT_CODE) == 0 &&
+				   v->type == PMIX_INT) {
+				m->have_code = true;
+				m->code = v->data.integer;
+			} else if (strcmp(info[i].key, PMIX_JOB_TERM_STATUS) ==
+				       0 &&
+				   v->type == PMIX_STATUS) {
+				have_term = true;
+				term = v->data.status;
+			}
+		}
+		if (!m->have_code && have_term) {
+			/* a PMIx status, not an exit code: failure is 1 */
+			m->have_code = true;
+			m->code = term == PMIX_SUCCESS ? 0 : 1;
+		}
+		ps_post(m);
+	}
+	if (cbfunc)
+		cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static void pt_evreg(pmix_status_t status, size_t refid, void *cbdata)
+{
+	if (status != PMIX_SUCCESS)
+		ps_log("cannot register for job events: %s (job ends will "
+		       "only be seen when a job leaves the namespace list)",
+		       PMIx_Error_string(status));
+}
+
+static void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
+		     void *cbdata, pmix_release_cbfunc_t release_fn,
+		     void *release_cbdata)
+{
+	struct ps_msg *m = cbdata;
+	bool mine = ps_op_claim(m);
+
+	if (mine) {
+		m->status = status;
+		for (size_t i = 0; info && i < ninfo; i++)
+			if (strcmp(info[i].key, PMIX_QUERY_NAMESPACES) == 0 &&
+			    info[i].value.type == PMIX_STRING &&
+			    info[i].value.data.string)
+				m->bytes = strdup(info[i].value.data.string);
+	}
+	if (release_fn)
+		release_fn(release_cbdata);
+	if (mine)
+		ps_post(m);
+}
+
+static void pt_size(pmix_status_t status, pmix_value_t *kv, void *cbdata)
+{
+	struct ps_msg *m = cbdata;
+
+	if (!ps_op_claim(m))
+		return;
+	m->status = status;
+	if (status == PMIX_SUCCESS && kv && kv->type == PMIX_UINT32)
+		m->rank = kv->data.uint32;
+	else if (status == PMIX_SUCCESS)
+		m->status = PMIX_ERR_BAD_PARAM;
+	ps_post(m);
+}
+
+static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
+{
+	struct ps_msg *m = cbdata;
+
+	if (!ps_op_claim(m))
+		return;
+	m->status = status;
+	ps_post(m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Loop thread                                                               */
+
+static bool is_loss(pmix_status_t st)
+{
+	return st == PMIX_ERR_LOST_CONNECTION || st == PMIX_ERR_UNREACH ||
+	       st == PMIX_ERR_COMM_FAILURE;
+}
+
+static void source_lost(pmix_source_t *ps, pmix_status_t why)
+{
+	if (ps->lost)
+		return;
+	ps->lost = true;
+	ps_log("lost the PMIx server (%s): running ranks are marked lost, "
+	       "what was received stays readable",
+	       PMIx_Error_string(why));
+	event_del(ps->requery_ev);
+	for (struct ps_job *job = ps->jobs; job; job = job->next)
+		ps_job_lost(job);
+}
+
+static void start_pull(struct ps_job *job)
+{
+	pmix_source_t *ps = job->ps;
+	struct ps_msg *m;
+	pmix_status_t st;
+
+	if (job->pulling || job->ended || ps->lost)
+		return;
+	m = ps_op_new(ps, PS_MSG_PULLED);
+	if (!m)
+		return;
+	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
+	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
+/* GCC 12 false positive: it sizes &m->proc as its first member (the
+ * 256-byte nspace) after PMIX_LOAD_PROCID */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+	st = PMIx_IOF_pull(&m->proc, 1, NULL, 0,
+			   PMIX_FWD_STDOUT_CHANNEL | PMIX_FWD_STDERR_CHANNEL,
+			   pt_iof, pt_pulled, m);
+#pragma GCC diagnostic pop
+	if (st != PMIX_SUCCESS) {
+		ps_log("PMIx_IOF_pull %s: %s (retried at the next query)",
+		       job->nspace, PMIx_Error_string(st));
+		ps_op_abort(m);
+		return;
+	}
+	job->pulling = true;
+}
+
+static void request_size(struct ps_job *job)
+{
+	pmix_source_t *ps = job->ps;
+	struct ps_msg *m = ps_op_new(ps, PS_MSG_SIZE);
+	int timeout = 5;
+	pmix_status_t st;
+
+	if (!m)
+		return;
+	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
+	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
+	PMIX_INFO_CREATE(m->info, 1);
+	if (m->info) {
+		m->ninfo = 1;
+		PMIx_Info_load(&m->info[0], PMIX_TIMEOUT, &timeout, PMIX_INT);
+	}
+	st =
+	    PMIx_Get_nb(&m->proc, PMIX_JOB_SIZE, m->info, m->ninfo, pt_size, m);
+	if (st != PMIX_SUCCESS)
+		ps_op_abort(m); /* ranks then appear with their first output */
+}
+
+/* A namespace the server runs: the job record, pulling its output. */
+static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
+{
+	struct ps_job *job;
+
+	if (!nspace[0] || strcmp(nspace, ps->me.nspace) == 0)
+		return NULL;
+	job = ps_job_find(ps, nspace);
+	if (job)
+		return job;
+	job = ps_job_new(ps, nspace);
+	if (!job) {
+		ps_log("ignoring namespace '%s': not a valid directory name "
+		       "or out of memory",
+		       nspace);
+		return NULL;
+	}
+	start_pull(job);
+	request_size(job);
+	return job;
+}
+
+static void query_now(pmix_source_t *ps)
+{
+	struct ps_msg *m;
+	pmix_status_t st;
+
+	if (ps->lost || ps->closing || ps->query_inflight)
+		return;
+	m = ps_op_new(ps, PS_MSG_QUERY);
+	if (!m)
+		return;
+	PMIX_QUERY_CREATE(m->queries, 1);
+	if (!m->queries) {
+		ps_op_abort(m);
+		return;
+	}
+	PMIX_ARGV_APPEND(st, m->queries[0].keys, PMIX_QUERY_NAMESPACES);
+	st = PMIx_Query_info_nb(m->queries, 1, pt_query, m);
+	if (st != PMIX_SUCCESS) {
+		ps_op_abort(m);
+		if (is_loss(st))
+			source_lost(ps, st);
+		return;
+	}
+	ps->query_inflight = true;
+}
+
+static void on_query(pmix_source_t *ps, struct ps_msg *m)
+{
+	struct ps_job *job;
+	char *save, *tok;
+
+	ps->query_inflight = false;
+	if (is_loss(m->status)) {
+		source_lost(ps, m->status);
+		return;
+	}
+	if (m->status != PMIX_SUCCESS && m->status != PMIX_ERR_NOT_FOUND)
+		return; /* transient: the next query tries again */
+	for (job = ps->jobs; job; job = job->next)
+		job->listed = false;
+	for (tok = m->bytes ? strtok_r(m->bytes, ",", &save) : NULL; tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		job = discover(ps, tok);
+		if (job)
+			job->listed = true;
+	}
+	for (job = ps->jobs; job; job = job->next) {
+		if (job->ended)
+			continue;
+		if (!job->listed) {
+			ps_job_vanished(job);
+		} else {
+			if (job->vanishing) {
+				job->vanishing = false;
+				evtimer_del(job->grace_ev);
+			}
+			start_pull(job); /* a failed pull is retried */
+		}
+	}
+}
+
+static void on_event(pmix_source_t *ps, struct ps_msg *m)
+{
+	struct ps_job *job;
+
+	if (is_loss(m->status)) {
+		source_lost(ps, m->status);
+		return;
+	}
+	job = m->nspace[0] ? discover(ps, m->nspace) : NULL;
+	if (m->status == PMIX_EVENT_JOB_END && job) {
+		ps_job_end(job, m->have_code ? m->code : 0);
+	} else if (m->status == PMIX_EVENT_PROC_TERMINATED && job &&
+		   m->rank != PMIX_RANK_WILDCARD) {
+		ps_job_rank_end(job, m->rank, m->have_code ? m->code : 0);
+	} else if (m->status == PMIX_EVENT_JOB_START ||
+		   m->status == PMIX_LAUNCH_COMPLETE) {
+		query_now(ps);
+	}
+}
+
+static void ps_dispatch(void *arg)
+{
+	struct ps_msg *m = arg;
+	pmix_source_t *ps = m->ps;
+	struct ps_job *job;
+
+	if (ps->closing) {
+		ps_msg_free(m);
+		return;
+	}
+	switch (m->kind) {
+	case PS_MSG_IOF:
+		job = discover(ps, m->nspace);
+		if (job) {
+			ps_job_iof(job, m); /* takes m */
+			return;
+		}
+		break;
+	case PS_MSG_EVENT:
+		on_event(ps, m);
+		break;
+	case PS_MSG_QUERY:
+		on_query(ps, m);
+		break;
+	case PS_MSG_SIZE:
+		job = ps_job_find(ps, m->nspace);
+		if (job && m->status == PMIX_SUCCESS)
+			ps_job_set_size(job, m->rank);
+		break;
+	case PS_MSG_PULLED:
+		job = ps_job_find(ps, m->nspace);
+		if (job && m->status != PMIX_SUCCESS) {
+			ps_log("PMIx_IOF_pull %s refused: %s", m->nspace,
+			       PMIx_Error_string(m->status));
+			job->pulling = false;
+			if (is_loss(m->status))
+				source_lost(ps, m->status);
+		}
+		break;
+	case PS_MSG_PUSHED:
+		ps_push_done(ps, m->target, m->len, m->status);
+		break;
+	}
+	ps_msg_free(m);
+}
+
+static void on_requery(evutil_socket_t fd, short what, void *arg)
+{
+	query_now(arg);
+}
+
+static void on_flow(evutil_socket_t fd, short what, void *arg)
+{
+	ps_flow_eval(arg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Public API                                                                */
+
+/* Fill @info (room for 2) from @server.  Returns the count or -errno. */
+static int server_info(const char *server, pmix_info_t *info, char *err,
+		       size_t errlen)
+{
+	bool t = true;
+	struct stat st;
+
+	if (!server || !*server) {
+		snprintf(err, errlen,
+			 "--pmix: empty SERVER (want a URI, "
+			 "pid:PID, 'system' or a rendezvous file)");
+		return -EINVAL;
+	}
+	if (strcmp(server, "system") == 0) {
+		PMIx_Info_load(&info[0], PMIX_CONNECT_TO_SYSTEM, &t, PMIX_BOOL);
+		return 1;
+	}
+	if (strncmp(server, "pid:", 4) == 0) {
+		char *end;
+		errno = 0;
+		long pid = strtol(server + 4, &end, 10);
+		if (errno || end == server + 4 || *end || pid <= 0 ||
+		    pid > 0x7fffffffL) {
+			snprintf(err, errlen,
+				 "--pmix %s: bad pid (want pid:PID, e.g. "
+				 "pid:$(pgrep -o prterun))",
+				 server);
+			return -EINVAL;
+		}
+		pid_t p = pid;
+		PMIx_Info_load(&info[0], PMIX_SERVER_PIDINFO, &p, PMIX_PID);
+		return 1;
+	}
+	if (strstr(server, "://")) {
+		PMIx_Info_load(&info[0], PMIX_SERVER_URI, server, PMIX_STRING);
+		return 1;
+	}
+	const char *path =
+	    strncmp(server, "file:", 5) == 0 ? server + 5 : server;
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen,
+			 "--pmix %s: not a URI (e.g. 'prterun.0;tcp4://"
+			 "127.0.0.1:4711'), pid:PID, 'system', or an existing "
+			 "rendezvous/attachment file",
+			 server);
+		return -ENOENT;
+	}
+	PMIx_Info_load(&info[0], PMIX_TOOL_ATTACHMENT_FILE, path, PMIX_STRING);
+	return 1;
+}
+
+int pmix_source_new(struct event_base *base, router_t *r, const char *server,
+		    char *err, size_t errlen, pmix_source_t **out)
+{
+	static pmix_status_t codes[] = {
+	    PMIX_EVENT_JOB_END,	      PMIX_EVENT_PROC_TERMINATED,
+	    PMIX_EVENT_JOB_START,     PMIX_LAUNCH_COMPLETE,
+	    PMIX_ERR_LOST_CONNECTION, PMIX_ERR_UNREACH,
+	};
+	pmix_info_t *info;
+	pmix_source_t *ps;
+	uint32_t retries = 0;
+	pmix_status_t st;
+	int n, rc;
+
+	if (!base || !r || !out)
+		return -EINVAL;
+	*out = NULL;
+	PMIX_INFO_CREATE(info, 2);
+	if (!info)
+		return -ENOMEM;
+	n = server_info(server, info, err, errlen);
+	if (n < 0) {
+		rc = n;
+		goto out_free_info;
+	}
+	/* pitfall: with retries the tool reconnects silently and blocking
+	 * calls hang instead of reporting the server lost */
+	PMIx_Info_load(&info[n++], PMIX_CONNECT_MAX_RETRIES, &retries,
+		       PMIX_UINT32);
+
+	pthread_mutex_lock(&owner.lock);
+	rc = owner.busy ? -EBUSY : 0;
+	owner.busy = true;
+	pthread_mutex_unlock(&owner.lock);
+	if (rc) {
+		snprintf(err, errlen,
+			 "--pmix: only one PMIx server per iofs "
+			 "(libpmix is one connection per process)");
+		goto out_free_info;
+	}
+	rc = -ENOMEM;
+	ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		goto out_release_busy;
+	atomic_init(&ps->refs, 1);
+	ps->base = base;
+	ps->r = r;
+	pthread_mutex_init(&ps->lock, NULL);
+	ps->requery_ev = event_new(base, -1, EV_PERSIST, on_requery, ps);
+	ps->flow_ev = event_new(base, -1, 0, on_flow, ps);
+	if (!ps->requery_ev || !ps->flow_ev)
+		goto out_destroy;
+
+	st = PMIx_tool_init(&ps->me, info, n);
+	if (st != PMIX_SUCCESS) {
+		snprintf(err, errlen,
+			 "--pmix %s: cannot attach to the PMIx server: %s%s",
+			 server, PMIx_Error_string(st),
+			 strncmp(server, "pid:", 4) == 0 ||
+				 strcmp(server, "system") == 0
+			     ? " (is it running, with tool support, and "
+			       "is TMPDIR the one it uses?)"
+			     : " (is it running, with tool support?)");
+		rc = -ECONNREFUSED;
+		goto out_destroy;
+	}
+	pthread_mutex_lock(&owner.lock);
+	owner.owner = ps;
+	pthread_mutex_unlock(&owner.lock);
+
+	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
+	st =
+	    PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]),
+					NULL, 0, pt_event, pt_evreg, NULL);
+	if (st != PMIX_SUCCESS)
+		pt_evreg(st, 0, NULL);
+	query_now(ps);
+	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
+	event_add(ps->requery_ev, &tv);
+	PMIX_INFO_FREE(info, 2);
+	*out = ps;
+	return 0;
+
+out_destroy:
+	ps_destroy(ps);
+out_release_busy:
+	pthread_mutex_lock(&owner.lock);
+	owner.busy = false;
+	pthread_mutex_unlock(&owner.lock);
+out_free_info:
+	PMIX_INFO_FREE(info, 2);
+	return rc;
+}
+
+void pmix_source_free(pmix_source_t *ps)
+{
+	struct ps_msg *list;
+
+	if (!ps)
+		return;
+	pthread_mutex_lock(&owner.lock);
+	owner.owner = NULL; /* PMIx callbacks from here on do nothing */
+	pthread_mutex_unlock(&owner.lock);
+	event_del(ps->requery_ev);
+	event_del(ps->flow_ev);
+	for (struct ps_job *job = ps->jobs; job; job = job->next)
+		ps_job_lost(job);
+	ps->closing = true;
+	PMIx_tool_finalize();
+	/* ops PMIx never called back will not be now: reclaim them */
+	pthread_mutex_lock(&ps->lock);
+	list = ps->pending;
+	ps->pending = NULL;
+	for (struct ps_msg *m = list; m; m = m->next)
+		m->pending = false;
+	pthread_mutex_unlock(&ps->lock);
+	while (list) {
+		struct ps_msg *next = list->next;
+		ps_msg_free(list);
+		list = next;
+	}
+	pthread_mutex_lock(&owner.lock);
+	owner.busy = false;
+	pthread_mutex_unlock(&owner.lock);
+	ps_unref(ps);
+}

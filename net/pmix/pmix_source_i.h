@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PMIx source internals, shared by pmix_source.c (connection, PMIx
+ * callbacks, namespace discovery, events) and pmix_job.c (jobs and ranks on
+ * the router side: deliveries, stdin pushes, exits).
+ *
+ * Threads.  Functions named pt_*() run on PMIx's progress thread: they
+ * copy what PMIx handed them into a struct ps_msg, take a reference on the
+ * source and router_defer() it.  Everything else runs on the daemon's loop
+ * thread.  No PMIx callback touches the router or a job directly.
+ */
+#ifndef IOFS_PMIX_SOURCE_I_H
+#define IOFS_PMIX_SOURCE_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <pmix_tool.h>
+
+#include "net/pmix/pmix_source.h"
+#include "router/router.h"
+
+struct event;
+struct event_base;
+
+/* Back-pressure toward a rank's stdin: in-flight push bytes (pushed, not yet
+ * acknowledged by the server's callback) above HIGH raise the rank's stdin
+ * XOFF; falling to LOW releases it. */
+#define PS_STDIN_HIGH (1u << 20)
+#define PS_STDIN_LOW  (PS_STDIN_HIGH / 2)
+
+/* After JOB_END, a rank whose stdout/stderr have not completed yet waits at
+ * most this long for them before it is marked exited anyway. */
+#define PS_END_GRACE_MS 2000
+/* A job that vanished from PMIX_QUERY_NAMESPACES without a JOB_END event is
+ * treated as ended (status unknown: 0) after this long. */
+#define PS_VANISH_GRACE_MS 3000
+/* Re-query the server's namespaces this often. */
+#define PS_REQUERY_MS 500
+
+struct ps_job;
+
+struct ps_rank {
+	struct ps_job *job;
+	uint32_t id;
+	router_rank_t *rr; /* registered with our ops; NULL once exited */
+	bool registered;   /* ever registered by us (rr may be NULL now) */
+	bool out_done, err_done;
+	bool exit_pending; /* job ended; waiting for the streams */
+	bool have_code;	   /* PROC_TERMINATED gave its own code */
+	int code;
+	uint64_t stdin_inflight;    /* pushed bytes not yet acknowledged */
+	bool stdin_xoff;	    /* our router_stdin_flow() latch */
+	uint64_t out_xoff, out_xon; /* router flow() calls, counted */
+};
+
+struct ps_job {
+	struct ps_job *next;
+	pmix_source_t *ps;
+	char nspace[ROUTER_NSPACE_MAX + 1];
+	uint32_t size; /* from PMIX_JOB_SIZE, 0 = unknown */
+	bool pulling;  /* PMIx_IOF_pull accepted */
+	bool listed;   /* seen in the last namespace query */
+	bool ended;    /* JOB_END seen (or vanished) */
+	int end_code;
+	struct event *grace_ev; /* end grace / vanish timer */
+	bool vanishing;		/* grace_ev armed for a vanished job */
+	struct ps_rank **ranks; /* indexed by rank id; entries may be NULL */
+	size_t nranks;		/* length of @ranks */
+	bool warned_flow;
+};
+
+struct pmix_source {
+	struct event_base *base;
+	router_t *r;
+	atomic_int refs; /* owner + one per deferred message in flight */
+	bool closing;	 /* pmix_source_free() ran: loop fns only unref */
+	bool lost;	 /* server gone: no more PMIx calls but finalize */
+	bool query_inflight;
+	pmix_proc_t me;
+	struct event *requery_ev;
+	struct event *flow_ev; /* re-evaluate stdin latches, soon */
+	struct ps_job *jobs;
+	pthread_mutex_t lock;	/* guards @pending (progress thread vs loop) */
+	struct ps_msg *pending; /* ops PMIx has not called back yet */
+};
+
+/* What a progress-thread callback hands to the loop, and the cbdata of
+ * every PMIx operation we start (an op is on ps->pending until PMIx calls
+ * it back, so pmix_source_free() can reclaim the ones PMIx never answers). */
+enum ps_msg_kind {
+	PS_MSG_IOF,    /* output fragment */
+	PS_MSG_EVENT,  /* event notification */
+	PS_MSG_QUERY,  /* PMIx_Query_info_nb answer */
+	PS_MSG_SIZE,   /* PMIx_Get_nb(PMIX_JOB_SIZE) answer */
+	PS_MSG_PULLED, /* PMIx_IOF_pull registration answer */
+	PS_MSG_PUSHED, /* PMIx_IOF_push completion */
+};
+
+struct ps_msg {
+	/* arguments PMIx may keep pointers to until it calls back */
+	pmix_proc_t proc;
+	enum ps_msg_kind kind;
+	pmix_source_t *ps;	    /* holds a reference */
+	struct ps_msg *prev, *next; /* on ps->pending while PMIx holds it */
+	bool pending;
+	char nspace[ROUTER_NSPACE_MAX + 1];
+	uint32_t rank;
+	int status;
+	uint32_t channel;	  /* IOF */
+	router_directives_t dirs; /* IOF */
+	void *bytes;		  /* IOF data, QUERY list: owned copy */
+	size_t len;		  /* IOF, PUSHED */
+	bool have_code;		  /* EVENT */
+	int code;		  /* EVENT exit code */
+	struct ps_rank *target;	  /* PUSHED */
+	pmix_byte_object_t bo;
+	pmix_info_t *info;
+	size_t ninfo;
+	pmix_query_t *queries;
+};
+
+void ps_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void ps_ref(pmix_source_t *ps);
+void ps_unref(pmix_source_t *ps);
+
+/* A message (with a reference on ps) for an op about to be handed to PMIx;
+ * on ps->pending.  NULL on ENOMEM. */
+struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind);
+/* Progress thread, first thing in an op's callback: take @m off
+ * ps->pending.  false: pmix_source_free() reclaimed it, do nothing. */
+bool ps_op_claim(struct ps_msg *m);
+/* Any thread: hand @m to the loop (ps_dispatch there), or free it. */
+void ps_post(struct ps_msg *m);
+/* PMIx refused the op (no callback will come): unlink and free. */
+void ps_op_abort(struct ps_msg *m);
+/* Any thread: free @m's payload and drop its reference. */
+void ps_msg_free(struct ps_msg *m);
+
+/* pmix_job.c (loop thread) */
+struct ps_job *ps_job_find(pmix_source_t *ps, const char *nspace);
+struct ps_job *ps_job_new(pmix_source_t *ps, const char *nspace);
+void ps_job_set_size(struct ps_job *job, uint32_t size);
+void ps_job_iof(struct ps_job *job, struct ps_msg *m); /* takes m */
+void ps_job_rank_end(struct ps_job *job, uint32_t rank, int code);
+void ps_job_end(struct ps_job *job, int code);
+void ps_job_vanished(struct ps_job *job);
+void ps_job_lost(struct ps_job *job);
+void ps_job_free(struct ps_job *job);
+void ps_push_done(pmix_source_t *ps, struct ps_rank *rk, size_t len,
+		  int status);
+void ps_flow_eval(pmix_source_t *ps);
+
+#endif /* IOFS_PMIX_SOURCE_I_H */
