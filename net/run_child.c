@@ -203,6 +203,7 @@ static void close_pair(int p[2])
 int child_spawn(struct run *r, struct child *ch)
 {
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+	int e;
 
 	ch->run = r;
 	ch->in_fd = ch->out.fd = ch->err.fd = -1;
@@ -245,15 +246,14 @@ int child_spawn(struct run *r, struct child *ch)
 	chan_update(&ch->err);
 	return 0;
 
-fail_pipes : {
-	int e = errno;
+fail_pipes:
+	e = errno;
 	close_pair(in);
 	close_pair(out);
 	close_pair(err);
 	fprintf(stderr, "iofs-run: cannot start rank %u: %s\n", ch->rank,
 		strerror(e));
 	return -e;
-}
 }
 
 void child_check_done(struct child *ch)

@@ -78,16 +78,20 @@ static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 			goto fail_close;
 		}
 	}
+	net_tcp_tune(fd);
 	return fd;
-fail_close : {
-	int e = errno;
+
+fail_close:
+	rc = -errno;
 	close(fd);
-	errno = e;
-}
-fail_errno:
 	snprintf(why, whylen, "cannot connect to %s: %s", r->addr,
-		 strerror(errno));
-	return -errno;
+		 strerror(-rc));
+	return rc;
+fail_errno:
+	rc = -errno;
+	snprintf(why, whylen, "cannot connect to %s: %s", r->addr,
+		 strerror(-rc));
+	return rc;
 }
 
 static int write_all(int fd, const uint8_t *b, size_t n, int64_t dl)
@@ -443,10 +447,17 @@ static void read_cb(struct bufferevent *bev, void *arg)
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		link_down(arg, what & BEV_EVENT_EOF
-				   ? "daemon closed the connection"
-				   : "connection error");
+	struct run *r = arg;
+	char why[400];
+
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	if (what & BEV_EVENT_EOF)
+		snprintf(why, sizeof(why), "%s closed the connection", r->addr);
+	else
+		snprintf(why, sizeof(why), "connection to %s failed: %s",
+			 r->addr, strerror(EVUTIL_SOCKET_ERROR()));
+	link_down(r, why);
 }
 
 int link_start(struct run *r)

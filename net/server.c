@@ -115,6 +115,7 @@ static int open_unix(const struct net_addr *a, const char *path, char *err,
 		     size_t errlen)
 {
 	struct stat st;
+	int e;
 
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
@@ -146,20 +147,21 @@ static int open_unix(const struct net_addr *a, const char *path, char *err,
 		goto fail_unlink;
 	return fd;
 
-fail_unlink : {
-	int e = errno;
+fail_unlink:
+	e = errno;
 	unlink(path);
-	errno = e;
-}
-fail_close : {
-	int e = errno;
 	close(fd);
-	errno = e;
-}
+	goto fail_report;
+fail_close:
+	e = errno;
+	close(fd);
+	goto fail_report;
 fail_errno:
+	e = errno;
+fail_report:
 	snprintf(err, errlen, "cannot listen on unix:%s: %s", path,
-		 strerror(errno));
-	return -errno;
+		 strerror(e));
+	return -e;
 }
 
 static int open_tcp(const struct net_addr *a, char *err, size_t errlen)

@@ -1,0 +1,115 @@
+#!/bin/bash
+# Across hosts: forwarders in a network namespace connect over TCP to a
+# daemon in another one (a veth pair; 10.231.N.1 and .2 exist only inside
+# the two namespaces this test creates).  Remote TCP is refused without the
+# allow-remote option; with it a job's output arrives byte-exact; a link
+# taken down mid-stream makes the forwarder fall back to its own stdout
+# (nothing lost: daemon's bytes + local bytes cover every line) and the
+# daemon survives, marks the rank lost, and serves the next job.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/net/common.sh"
+
+command -v ip >/dev/null && command -v nsenter >/dev/null || { log "SKIP: no ip/nsenter"; exit 77; }
+NSD=iofsD$$
+NSF=iofsF$$
+NET=10.231.$(($$ % 250 + 1))
+IPD=$NET.1
+IPF=$NET.2
+PORT=$((20000 + $$ % 20000))
+netns_cleanup() {
+	ip netns del "$NSD" 2>/dev/null
+	ip netns del "$NSF" 2>/dev/null
+	if [ -n "${MNT2:-}" ] && is_mounted "$MNT2"; then fusermount3 -u "$MNT2" 2>/dev/null || umount -l "$MNT2"; fi
+}
+trap 'rc=$?; netns_cleanup; (exit $rc); cleanup' EXIT
+ip netns add "$NSD" || { log "SKIP: cannot create network namespaces"; exit 77; }
+ip netns add "$NSF" || fail "ip netns add $NSF"
+ip link add "vd$$" type veth peer name "vf$$" || fail "veth"
+ip link set "vd$$" netns "$NSD"
+ip link set "vf$$" netns "$NSF"
+ip -n "$NSD" addr add "$IPD/24" dev "vd$$"
+ip -n "$NSF" addr add "$IPF/24" dev "vf$$"
+for ns in "$NSD" "$NSF"; do ip -n "$ns" link set lo up; done
+ip -n "$NSD" link set "vd$$" up
+ip -n "$NSF" link set "vf$$" up
+# (background processes call nsenter directly, so $! is the process itself)
+in_f() { nsenter --net="/run/netns/$NSF" "$@"; }
+link_up() { ip -n "$NSF" -o link show "vf$$" | grep -q LOWER_UP && ip -n "$NSD" -o link show "vd$$" | grep -q LOWER_UP; }
+wait_for 10 link_up || fail "veth link does not come up"
+
+# --- remote TCP refused without allow_remote ------------------------------
+MNT2=$T/mnt2
+mkdir -p "$MNT2"
+nsenter --net="/run/netns/$NSD" "$IOFS" -f --listen "tcp:$IPD:$((PORT + 1))" "$MNT2" >"$T/iofs2.log" 2>&1 &
+D2=$!
+track $D2
+wait_for 10 is_mounted "$MNT2" || fail "second daemon did not mount"
+wait_for 10 grep -q "listening on tcp" "$T/iofs2.log" || fail "second daemon does not listen"
+in_f "$IOFS_RUN" --connect "tcp:$IPD:$((PORT + 1))" --nspace r0 -- echo local-only >"$T/r0.out" 2>"$T/r0.err"
+assert_eq "refused remote still runs the rank" local-only "$(cat "$T/r0.out")"
+wait_for 5 grep -q "refused TCP connection from $IPF" "$T/iofs2.log" || fail "no refusal logged: $(cat "$T/iofs2.log")"
+[ ! -e "$MNT2/r0" ] || fail "refused forwarder's job appeared"
+kill -TERM $D2
+wait_for 10 finished $D2 || fail "second daemon did not stop"
+
+# --- the daemon in its namespace, allow_remote ----------------------------
+nsenter --net="/run/netns/$NSD" "$IOFS" -f --listen "$ADDR" --listen "tcp:$IPD:$PORT" -o allow_remote "$MNT" >"$T/iofs.log" 2>&1 &
+DAEMON_PID=$!
+wait_for 10 is_mounted "$MNT" || fail "daemon did not mount"
+wait_for 10 grep -q "listening on tcp:$IPD:$PORT" "$T/iofs.log" || fail "daemon does not listen on TCP"
+
+head -c 2000000 /dev/urandom >"$T/blob"
+nsenter --net="/run/netns/$NSF" "$IOFS_RUN" --connect "tcp:$IPD:$PORT" --nspace remote -n 2 -- sh -c \
+	"$(gate go); if [ \$IOFS_RANK = 1 ]; then cat $T/blob; else echo hello over tcp; fi" >"$T/remote.out" 2>&1 &
+JOB=$!
+track $JOB
+wait_for 10 test -e "$MNT/remote/1/stdout" || fail "remote job did not appear"
+timeout 60 cat "$MNT/remote/1/stdout" >"$T/blob.out" &
+CAT=$!
+track $CAT
+sleep 0.2
+touch "$T/go"
+wait_for 60 finished $CAT || fail "reader of the remote job did not end"
+wait_for 30 finished $JOB || fail "remote job did not end"
+assert_eq "remote status" 0 "$(rc_of $JOB)"
+assert_eq "remote forwarder printed nothing locally" "" "$(cat "$T/remote.out")"
+assert_eq "remote binary sha256" "$(sha "$T/blob")" "$(sha "$T/blob.out")"
+assert_eq "remote rank 0" "hello over tcp" "$(timeout 5 cat "$MNT/remote/0/stdout")"
+grep -q "tcp $IPF:" "$T/iofs.log" || fail "daemon did not see the remote peer address"
+
+# --- link down mid-stream -------------------------------------------------
+nsenter --net="/run/netns/$NSF" "$IOFS_RUN" --connect "tcp:$IPD:$PORT" --nspace cut -- sh -c \
+	"i=0; while [ ! -e $T/stop ] && [ \$i -lt 4000 ]; do echo line \$i; i=\$((i+1)); sleep 0.01; done; echo last" \
+	>"$T/cut.out" 2>"$T/cut.err" &
+CUT=$!
+track $CUT
+wait_for 10 test -e "$MNT/cut/0/stdout" || fail "job cut did not appear"
+wait_for 10 grep -q "line 50" "$MNT/cut/0/stdout" || fail "no output from job cut"
+ip -n "$NSF" link set "vf$$" down
+log "link down after $(wc -l <"$MNT/cut/0/stdout") lines reached the daemon"
+wait_for 40 grep -q "iofs-run:" "$T/cut.err" || fail "forwarder did not notice the dead link"
+log "forwarder: $(cat "$T/cut.err")"
+wait_for 10 grep -q "^line" "$T/cut.out" || fail "forwarder does not fall back to its stdout"
+touch "$T/stop"
+wait_for 20 finished $CUT || fail "forwarder did not end after its rank"
+assert_eq "forwarder status after fallback" 0 "$(rc_of $CUT)"
+assert_eq "one warning" 1 "$(grep -c "iofs-run:" "$T/cut.err")"
+# nothing lost: every line is at the daemon or on the local stdout
+wait_for 60 state_is cut 0 lost || fail "daemon did not mark the cut rank lost: $(rank_state cut 0)"
+timeout 5 cat "$MNT/cut/0/stdout" >"$T/cut.daemon" || fail "cut stream did not complete"
+last=$(grep -o '^line [0-9]*' "$T/cut.out" | tail -n 1 | cut -d' ' -f2)
+cat "$T/cut.daemon" "$T/cut.out" | grep '^line ' | sort -u -t' ' -k2,2n >"$T/union"
+seq 0 "$last" | sed 's/^/line /' >"$T/expect"
+cmp -s "$T/union" "$T/expect" || fail "lines lost across the fallback: $(diff "$T/expect" "$T/union" | head -5)"
+grep -qx last "$T/cut.out" || fail "the final line did not reach the local stdout"
+dups=$(cat "$T/cut.daemon" "$T/cut.out" | grep -c '^line ')
+log "link down: $((last + 1)) lines, $(grep -c '^line' "$T/cut.daemon") at the daemon, $(grep -c '^line' "$T/cut.out") local, $((dups - last - 1)) shown twice"
+
+# the daemon survives and serves the next remote job once the link is back
+daemon_alive || fail "daemon died"
+ip -n "$NSF" link set "vf$$" up
+wait_for 10 link_up || fail "link did not come back"
+in_f "$IOFS_RUN" --connect "tcp:$IPD:$PORT" --nspace again -- echo back
+assert_eq "next remote job" back "$(timeout 5 cat "$MNT/again/0/stdout")"
+stop_daemon
+log "ok"
