@@ -614,5 +614,5 @@ void router_job_stats(const router_job_t *job, struct router_stats *out)
 	for (size_t i = 0; i < job->nranks; i++)
 		add_rank(out, job->ranks[i]);
 	for (int ci = 0; ci < CI_N; ci++)
-		out->dropped_bytes += job->m[ci].s.dropped;
+		out->merged_dropped_bytes += job->m[ci].s.dropped;
 }

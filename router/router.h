@@ -306,8 +306,14 @@ struct router_stats {
 	uint64_t stdout_bytes, stderr_bytes, stdin_bytes;
 	uint64_t stdout_xoff, stdout_xon, stderr_xoff, stderr_xon;
 	uint64_t stdin_xoff, stdin_xon;
-	uint64_t dropped_bytes;	  /* discarded unread beyond the window */
+	/* Discarded unread beyond the window: bytes that left the retained
+	 * window before some attached reader had read them (all of them with
+	 * no reader attached), and bytes delivered after EOF. */
+	uint64_t dropped_bytes;
 	uint64_t stdin_discarded; /* undeliverable stdin at rank exit */
+	/* Job only: the same for the merged views (not in dropped_bytes,
+	 * which, like every job counter, is the sum over the ranks). */
+	uint64_t merged_dropped_bytes;
 };
 void router_job_stats(const router_job_t *job, struct router_stats *out);
 void router_rank_stats(const router_rank_t *rank, struct router_stats *out);

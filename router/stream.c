@@ -47,6 +47,16 @@ static uint64_t blocking_limit(const struct stream *s)
 	return m;
 }
 
+static uint64_t stream_lag(const struct stream *s)
+{
+	uint64_t lim;
+
+	if (!s->nblocking)
+		return 0;
+	lim = blocking_limit(s);
+	return lim < s->end ? s->end - lim : 0;
+}
+
 static uint64_t lowest_cursor(const struct stream *s)
 {
 	const struct router_reader *rd;
@@ -59,29 +69,15 @@ static uint64_t lowest_cursor(const struct stream *s)
 	return m;
 }
 
-static uint64_t stream_lag(const struct stream *s)
-{
-	uint64_t lim;
-
-	if (!s->nblocking)
-		return 0;
-	lim = blocking_limit(s);
-	return lim < s->end ? s->end - lim : 0;
-}
-
-/* Count the bytes of [a, b) that some attached reader (or, with none
- * attached, anybody) never read. */
+/* Count the bytes of [a, b) that some attached reader had not read yet
+ * (all of them with no reader attached): "discarded unread". */
 static void count_dropped(struct stream *s, uint64_t a, uint64_t b)
 {
 	uint64_t m;
 
 	if (b <= a)
 		return;
-	if (TAILQ_EMPTY(&s->readers)) {
-		s->dropped += b - a;
-		return;
-	}
-	m = lowest_cursor(s);
+	m = TAILQ_EMPTY(&s->readers) ? a : lowest_cursor(s);
 	if (m < a)
 		m = a;
 	if (b > m)

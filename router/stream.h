@@ -53,7 +53,7 @@ struct stream {
 	uint64_t start; /* oldest retained byte */
 	uint64_t end;	/* one past the newest byte == bytes produced */
 	uint64_t mtime_ns;
-	uint64_t dropped; /* discarded before some reader had read them */
+	uint64_t dropped; /* discarded before an attached reader read them */
 	TAILQ_HEAD(, router_reader) readers;
 	uint32_t nblocking; /* readers without ROUTER_READER_NONBLOCK */
 	bool complete;

@@ -31,6 +31,18 @@ static void fill(struct h *h, const char *ns, uint32_t rank, size_t n)
 	free(b);
 }
 
+/* Bytes a new reader can still get: the retained window. */
+static size_t retained(struct h *h, const char *ns, uint32_t rank)
+{
+	router_reader_t *rd = open_rd(h, ns, rank, ROUTER_READER_NONBLOCK);
+	static char buf[1 << 21];
+	uint64_t off = 0;
+	size_t n = h_drain(rd, &off, buf, sizeof(buf));
+
+	router_reader_close(rd);
+	return n;
+}
+
 static void slow_reader_pairs_exactly(void **state)
 {
 	struct router_config cfg = {.window = 4096, .low_water = 1024};
@@ -77,7 +89,9 @@ static void slow_reader_pairs_exactly(void **state)
 	}
 	assert_memory_equal(in, out, total);
 	router_rank_stats(h->rk[0], &st);
+	/* The reader read everything: nothing was discarded unread. */
 	assert_int_equal(st.dropped_bytes, 0);
+	assert_true(retained(h, "slow", 0) >= 4096);
 	assert_true(st.stdout_xoff >= 100); /* it really engaged */
 	assert_int_equal(st.stdout_xoff, st.stdout_xon);
 	assert_int_equal(st.stdout_xoff, h->fr[0].xoff[OUT]);
@@ -339,6 +353,8 @@ static void memory_budget_suspends(void **state)
 	assert_int_equal(h->fr[0].xon[OUT], 1);
 	router_rank_stats(h->rk[0], &st);
 	assert_int_equal(st.dropped_bytes, 0);
+	/* Over budget, retention yields: the read bytes are gone. */
+	assert_int_equal(retained(h, "mem", 0), 0);
 	assert_int_equal(st.stdout_xoff, 1);
 	assert_int_equal(st.stdout_xon, 1);
 	router_reader_close(rd);

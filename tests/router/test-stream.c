@@ -110,6 +110,9 @@ static void late_reader_replay_and_skew(void **state)
 	assert_int_equal(st.stdout_bytes, 20000);
 	assert_int_equal(st.dropped_bytes, 20000 - 8192);
 	assert_int_equal(st.stdout_xoff, 0); /* no blocking reader */
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 20000 - 8192); /* sum of ranks */
+	assert_true(st.merged_dropped_bytes > 0); /* the unread merged view */
 	/* A late reader starts at the oldest retained byte. */
 	assert_int_equal(
 	    router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL, NULL, &rd),
