@@ -2,6 +2,7 @@
 /* router_deliver(): both forms, return codes, cbfunc exactly once,
  * router_defer(), subscribers, flush. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "harness.h"
@@ -153,6 +154,57 @@ static void blocking_caller_at_shutdown(void **state)
 	pthread_join(th, NULL);
 	assert_int_equal(atomic_load(&u.na), 1);
 	assert_int_equal(atomic_load(&u.other), 0);
+	h_free(h);
+}
+
+struct moved {
+	struct h *h;
+	atomic_int ready, stop, rc_on_loop;
+};
+
+/* Thread B declares itself the loop thread and runs the loop. */
+static void *loop_thread_b(void *arg)
+{
+	struct moved *m = arg;
+	router_proc_t p;
+
+	router_set_loop_thread(m->h->r);
+	router_proc_set(&p, "mv", 0);
+	atomic_store(&m->rc_on_loop,
+		     router_deliver(m->h->r, &p, ROUTER_CH_STDOUT, "x", 1, NULL,
+				    NULL, NULL));
+	atomic_store(&m->ready, 1);
+	while (!atomic_load(&m->stop))
+		event_base_loop(m->h->base, EVLOOP_ONCE);
+	return NULL;
+}
+
+static void stop_loop(void *arg)
+{
+	atomic_store(&((struct moved *)arg)->stop, 1);
+}
+
+static void set_loop_thread(void **state)
+{
+	struct h *h = h_new(NULL);
+	struct moved m = {.h = h};
+	router_proc_t p;
+	pthread_t th;
+
+	(void)state;
+	assert_int_equal(pthread_create(&th, NULL, loop_thread_b, &m), 0);
+	while (!atomic_load(&m.ready))
+		sched_yield();
+	assert_int_equal(atomic_load(&m.rc_on_loop), ROUTER_WOULD_BLOCK);
+	/* This thread is now "another thread": the blocking form works. */
+	router_proc_set(&p, "mv", 0);
+	assert_int_equal(router_deliver(h->r, &p, ROUTER_CH_STDOUT, "y\n", 2,
+					NULL, NULL, NULL),
+			 ROUTER_OPERATION_SUCCEEDED);
+	assert_int_equal(router_defer(h->r, stop_loop, &m), 0);
+	pthread_join(th, NULL);
+	router_set_loop_thread(h->r);
+	assert_non_null(router_job_lookup(h->r, "mv"));
 	h_free(h);
 }
 
@@ -379,6 +431,7 @@ int main(void)
 	    cmocka_unit_test(blocking_from_other_thread),
 	    cmocka_unit_test(nonblocking_from_other_thread),
 	    cmocka_unit_test(blocking_caller_at_shutdown),
+	    cmocka_unit_test(set_loop_thread),
 	    cmocka_unit_test(would_block_on_loop_thread),
 	    cmocka_unit_test(return_codes),
 	    cmocka_unit_test(cb_once_on_teardown),
