@@ -76,6 +76,53 @@ xn=$(info_get "$MNT/bin/0/info" stdout_xon)
 assert_eq "stdout XOFF/XON pair" "$xo" "$xn"
 log "3 MB binary: sha ok, stdout XOFF $xo XON $xn"
 
+# --- a reader that holds a descriptor without reading: XOFF reaches the
+# forwarder, the rank is held back; a second reader (cat) gets every byte
+head -c 8388608 /dev/urandom >"$T/big"
+"$IOFS_RUN" --nspace held -- sh -c "echo start; $(gate held-go); cat $T/big; echo ok >&2" &
+JOB=$!
+track $JOB
+wait_for 10 size_is "$MNT/held/0/stdout" 6 || fail "job held did not start"
+cat "$MNT/held/0/stdout" >"$T/big.out" &
+CAT=$!
+track $CAT
+sh -c 'exec 3<"$1"; read -r x <&3; exec sleep 60' sh "$MNT/held/0/stdout" &
+HOLDER=$!
+track $HOLDER
+sleep 0.2
+touch "$T/held-go"
+wait_for 20 info_at_least held 0 stdout_xoff 1 || fail "no XOFF toward a non-reading reader's producer"
+sleep 0.5
+b1=$(info_get "$MNT/held/0/info" stdout_bytes)
+sleep 0.5
+b2=$(info_get "$MNT/held/0/info" stdout_bytes)
+assert_eq "producer held back while XOFFed" "$b1" "$b2"
+[ "$b2" -lt 8388608 ] || fail "everything arrived although a reader did not read"
+kill $HOLDER
+wait_for 60 finished $CAT || fail "reader did not finish once the holder closed"
+wait_for 20 finished $JOB || fail "held job did not end"
+assert_eq "held job status" 0 "$(rc_of $JOB)"
+printf 'start\n' | cat - "$T/big" >"$T/big.expect"
+assert_eq "held sha256" "$(sha "$T/big.expect")" "$(sha "$T/big.out")"
+xo=$(info_get "$MNT/held/0/info" stdout_xoff)
+xn=$(info_get "$MNT/held/0/info" stdout_xon)
+assert_eq "stdout XOFF == XON" "$xo" "$xn"
+assert_eq "nothing dropped" 0 "$(info_get "$MNT/held/0/info" dropped_bytes)"
+log "non-reading reader: producer held at $b2 bytes, XOFF $xo XON $xn, 8 MiB sha ok"
+
+# --- signals are forwarded to the ranks ------------------------------------
+"$IOFS_RUN" --nspace sigfwd -n 2 -- sh -c 'trap "echo got TERM; exit 7" TERM; echo ready; while :; do sleep 0.05; done' &
+JOB=$!
+track $JOB
+wait_for 10 size_is "$MNT/sigfwd/1/stdout" 6 || fail "sigfwd ranks not ready"
+wait_for 10 size_is "$MNT/sigfwd/0/stdout" 6 || fail "sigfwd ranks not ready"
+kill -TERM $JOB
+wait_for 10 finished $JOB || fail "iofs-run did not end after SIGTERM"
+assert_eq "status after forwarded SIGTERM" 7 "$(rc_of $JOB)"
+for r in 0 1; do
+	assert_eq "rank $r saw SIGTERM" "$(printf 'ready\ngot TERM')" "$(timeout 5 cat "$MNT/sigfwd/$r/stdout")"
+done
+
 # --- a second forwarder for a running (nspace, rank) is refused ----------
 "$IOFS_RUN" --nspace dup -n 2 -- sh -c "echo first \$IOFS_RANK; $(gate dup-end)" &
 FIRST=$!
