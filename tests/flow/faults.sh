@@ -13,16 +13,18 @@ start_daemon
 K9=$!
 track $K9
 wait_for 10 test -s "$MNT/k9/0/stdout" || fail "(a) no output"
-timeout 30 cat "$MNT/k9/0/stdout" >"$T/k9.out" &
+cat "$MNT/k9/0/stdout" >"$T/k9.out" &
 RD=$!
+track $RD
 wait_for 10 fd_open $RD "$MNT/k9/0/stdout" || fail "(a) reader did not open"
+K9_RANK=$(info_get "$MNT/k9/0/info" pid)
+track "$K9_RANK" # the rank outlives its killed forwarder: end it by pid
 kill -9 $K9
-wait $K9 2>/dev/null
+wait $K9 2>/dev/null || true
 wait_exit 10 $RD || fail "(a) reader not given EOF after its forwarder died"
 wait $RD || fail "(a) reader failed"
 assert_eq "(a) data" one "$(cat "$T/k9.out")"
 wait_for 10 bash -c "grep -q '^state: lost' '$MNT/k9/0/info'" || fail "(a) rank not lost"
-pkill -9 -f 'sleep 600' 2>/dev/null # the orphaned rank itself
 
 # (b) a real job of 8 MiB read live while 40 connections throw garbage
 "$IOFS_RUN" --nspace gb --rank 0 -- sh -c \
@@ -31,8 +33,9 @@ GB=$!
 track $GB
 { echo start; "$PRODUCE" -n 8M -s 81; } >"$T/gb.want"
 wait_for 10 test -s "$MNT/gb/0/stdout" || fail "(b) no output"
-timeout 60 cat "$MNT/gb/0/stdout" >"$T/gb.got" &
+cat "$MNT/gb/0/stdout" >"$T/gb.got" &
 GBR=$!
+track $GBR
 wait_for 10 fd_open $GBR "$MNT/gb/0/stdout" || fail "(b) reader did not open"
 python3 - "$SOCK" >"$T/garbage.log" 2>&1 <<'PY' &
 import os, random, socket, struct, sys
@@ -87,16 +90,24 @@ kill -INT $R $W
 wait_exit 3 $R || fail "(c) Ctrl-C did not end the parked reader"
 wait_exit 3 $W || fail "(c) Ctrl-C did not end the parked writer"
 
-# (d) SIGTERM with a parked reader and a parked writer
-timeout 30 cat "$MNT/cc/0/stdout" >/dev/null &
+# (d) SIGTERM with a parked reader and a parked writer (a fresh rank: the
+# writer of (c) closing gave cc's rank its EOF, FIFO rule)
+"$IOFS_RUN" --nspace st --rank 0 -- sh -c 'echo x; exec sleep 600' &
+ST=$!
+track $ST
+wait_for 10 test -s "$MNT/st/0/stdout" || fail "(d) no output"
+cat "$MNT/st/0/stdout" >/dev/null &
 R2=$!
-dd if=/dev/zero of="$MNT/cc/0/stdin" bs=1M count=64 status=none 2>/dev/null &
+track $R2
+dd if=/dev/zero of="$MNT/st/0/stdin" bs=1M count=64 status=none 2>/dev/null &
 W2=$!
-wait_for 10 fd_open $R2 "$MNT/cc/0/stdout" || fail "(d) reader did not open"
-wait_for 10 fd_open $W2 "$MNT/cc/0/stdin" || fail "(d) writer did not open"
+track $W2
+wait_for 10 fd_open $R2 "$MNT/st/0/stdout" || fail "(d) reader did not open"
+wait_for 10 fd_open $W2 "$MNT/st/0/stdin" || fail "(d) writer did not open"
+wait_for 10 bash -c "[ \"\$(sed -n 's/^stdin_xoff: //p' '$MNT/st/0/info')\" -gt 0 ]" ||
+	fail "(d) writer never parked behind an XOFF"
 stop_daemon
 wait_exit 5 $R2 || fail "(d) parked reader not answered at SIGTERM"
 wait $R2 || fail "(d) parked reader got an error instead of EOF"
 wait_exit 5 $W2 || fail "(d) parked writer not answered at SIGTERM"
-pkill -9 -f 'sleep 600' 2>/dev/null
 figures faults lost=ok garbage_conns=40 ctrl_c=ok sigterm=ok

@@ -7,17 +7,19 @@ JOBS=${FLOW_JOBS:-20}
 start_daemon
 run_job() { # $1 = index
 	local i=$1 ns=pj$1
-	"$PRODUCE" -n 256K -s $((100 + i)) >"$T/in"
+	"$PRODUCE" -n 1M -s $((100 + i)) >"$T/in"
 	# the rank echoes stdin to stdout slowly enough to engage stdin XOFF
 	"$IOFS_RUN" --nspace $ns --rank 0 -- "$PACE" -c 4K -d 1 &
 	local run=$!
 	track $run
 	wait_for 10 test -e "$MNT/$ns/0/stdin" || fail "job $i did not appear"
-	timeout 60 cat "$MNT/$ns/0/stdout" >"$T/out" &
+	cat "$MNT/$ns/0/stdout" >"$T/out" &
 	local rd=$!
+	track $rd
 	timeout 60 cat "$T/in" >"$MNT/$ns/0/stdin" || fail "job $i: writer failed"
 	wait_exit 60 $run || fail "job $i: rank did not exit"
 	wait $run || fail "job $i: iofs-run status $?"
+	wait_exit 30 $rd || fail "job $i: reader did not end at completion"
 	wait $rd || fail "job $i: reader failed"
 	assert_eq "job $i sha256" "$(sha "$T/in")" "$(sha "$T/out")"
 	local k a b

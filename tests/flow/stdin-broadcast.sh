@@ -3,13 +3,14 @@
 # rank gets every byte once, in order; the writer runs at the slowest rank's
 # pace; XOFF == XON per rank (oscillation is expected and fine).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
-SIZE=$((512 * 1024))
+SIZE=$((4 << 20))
 "$PRODUCE" -n $SIZE -s 41 >"$T/in"
 start_daemon
 
-# rank r reads (r+1) KiB every 2 ms: rank 0 is the slowest (~500 KiB/s)
+# rank r reads 4(r+1) KiB every 2 ms: rank 0 is the slowest (~2 MB/s);
+# 4 MiB is well beyond what pipes, forwarder queues and sockets hold
 "$IOFS_RUN" --nspace bc -n 4 -- sh -c \
-	'exec "$0" -c $(( (IOFS_RANK + 1) * 1024 )) -d 2 -o "$1.$IOFS_RANK" -t 2>"$1.$IOFS_RANK.t"' \
+	'exec "$0" -c $(( (IOFS_RANK + 1) * 4096 )) -d 2 -o "$1.$IOFS_RANK" -t 2>"$1.$IOFS_RANK.t"' \
 	"$PACE" "$T/got" &
 RUN=$!
 track $RUN
