@@ -433,6 +433,17 @@ int router_defer(router_t *r, void (*fn)(void *arg), void *arg)
 
 /* ---- deliver ------------------------------------------------------------ */
 
+/* loop_thread may be moved by router_set_loop_thread() on another thread. */
+static bool on_loop_thread(router_t *r)
+{
+	bool on;
+
+	pthread_mutex_lock(&r->xq_lock);
+	on = pthread_equal(pthread_self(), r->loop_thread);
+	pthread_mutex_unlock(&r->xq_lock);
+	return on;
+}
+
 static int deliver_check(const router_proc_t *source, uint32_t channel,
 			 const void *bytes, size_t len)
 {
@@ -514,7 +525,7 @@ int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 	rc = deliver_check(source, channel, bytes, len);
 	if (rc)
 		return rc;
-	if (!pthread_equal(pthread_self(), r->loop_thread))
+	if (!on_loop_thread(r))
 		return deliver_elsewhere(r, source, channel, bytes, len, dirs,
 					 cbfunc, cbdata);
 	if (!cbfunc) {
@@ -593,8 +604,11 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 
 void router_set_loop_thread(router_t *r)
 {
-	if (r)
-		r->loop_thread = pthread_self();
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->xq_lock);
+	r->loop_thread = pthread_self();
+	pthread_mutex_unlock(&r->xq_lock);
 }
 
 void router_shutdown(router_t *r)

@@ -46,9 +46,9 @@ struct router {
 	void *clock_ctx;
 	router_log_fn log;
 	void *log_ctx;
-	pthread_t loop_thread;
-	bool shut;    /* router_shutdown() ran (loop-thread view) */
-	bool freeing; /* inside router_free() */
+	pthread_t loop_thread; /* under xq_lock */
+	bool shut;	       /* router_shutdown() ran (loop-thread view) */
+	bool freeing;	       /* inside router_free() */
 
 	TAILQ_HEAD(, router_job) jobs;	   /* the registry */
 	TAILQ_HEAD(, router_job) all_jobs; /* every job not yet freed */
