@@ -55,6 +55,7 @@ struct router_rank {
 	bool stdin_held;  /* sink reported XOFF */
 	bool had_writer;  /* some writer has been attached */
 	bool eof_sent;	  /* EOF forwarded or queued: no more pushes */
+	bool pumping;	  /* inside rank_pump(): ops->stdin_write running */
 };
 
 struct merged {

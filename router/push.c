@@ -89,6 +89,9 @@ static void rank_pump(router_rank_t *rank)
 {
 	struct push_slice *sl;
 
+	if (rank->pumping)
+		return; /* router_stdin_flow() from inside stdin_write */
+	rank->pumping = true;
 	while (!rank->stdin_held && (sl = TAILQ_FIRST(&rank->fifo))) {
 		struct router_push *p = sl->push;
 		int rc = 0;
@@ -115,6 +118,7 @@ static void rank_pump(router_rank_t *rank)
 		}
 		slice_done(sl, rc == 0 ? 0 : ROUTER_ERR_PIPE);
 	}
+	rank->pumping = false;
 }
 
 static bool rank_takes_stdin(const router_rank_t *rank)

@@ -194,7 +194,8 @@ const char *router_state_name(enum router_state s); /* running|exited|lost */
  * The adapter that owns a rank's producer side.  All ops run on the loop
  * thread, possibly synchronously inside any router call (router_deliver,
  * router_reader_read, router_reader_close, router_push, ...), and must not
- * call back into the router.  Any op may be NULL.
+ * call back into the router (the one exception: router_stdin_flow() from
+ * inside stdin_write).  Any op may be NULL.
  */
 struct router_source_ops {
 	/* Stop (xoff=true) or resume reading @channel of @rank at its source.
@@ -437,7 +438,9 @@ size_t router_push_cancel(router_push_t *push);
 
 /* The source adapter reports its rank's stdin sink backed up (xoff=true) or
  * drained.  Counted as stdin_xoff / stdin_xon; an XOFF outstanding at
- * router_rank_exit() is released and counted as XON. */
+ * router_rank_exit() is released and counted as XON.  May also be called
+ * from inside ops->stdin_write() (the write that filled the sink says so at
+ * once; later pushes then wait). */
 void router_stdin_flow(router_rank_t *rank, bool xoff);
 
 /*

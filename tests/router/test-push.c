@@ -77,6 +77,49 @@ static void sink_xoff_makes_push_wait(void **state)
 	h_free(h);
 }
 
+/* A sink that fills up says so from inside its stdin_write. */
+static int full_after_one(void *ctx, router_rank_t *rank, const void *b,
+			  size_t len)
+{
+	struct flowrec *f = ctx;
+
+	memcpy(f->in + f->inlen, b, len);
+	f->inlen += len;
+	router_stdin_flow(rank, true);
+	return 0;
+}
+
+static void xoff_from_inside_stdin_write(void **state)
+{
+	struct h *h = h_new(NULL);
+	static const struct router_source_ops ops = {.stdin_write =
+							 full_after_one};
+	router_proc_t p;
+	router_rank_t *rk;
+	router_job_t *job;
+	int c[3][2] = {{0}};
+
+	(void)state;
+	router_proc_set(&p, "sync", 0);
+	assert_int_equal(
+	    router_rank_register(h->r, &p, NULL, &ops, &h->fr[0], &rk), 0);
+	job = router_job_lookup(h->r, "sync");
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(router_push(job, 0, &"abc"[i], 1, 0,
+					     h_cb_count, c[i], NULL),
+				 0);
+	assert_int_equal(h->fr[0].inlen, 1); /* the rest waits */
+	router_stdin_flow(rk, false);
+	assert_int_equal(h->fr[0].inlen, 2);
+	router_stdin_flow(rk, false);
+	assert_int_equal(h->fr[0].inlen, 3);
+	assert_memory_equal(h->fr[0].in, "abc", 3);
+	h_loop(h);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(c[i][0], 1);
+	h_free(h);
+}
+
 static void broadcast_waits_for_slowest(void **state)
 {
 	struct h *h = h_new(NULL);
@@ -261,6 +304,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(push_reaches_sink_in_order),
 	    cmocka_unit_test(sink_xoff_makes_push_wait),
+	    cmocka_unit_test(xoff_from_inside_stdin_write),
 	    cmocka_unit_test(broadcast_waits_for_slowest),
 	    cmocka_unit_test(exit_fails_queued_push_and_releases),
 	    cmocka_unit_test(cancel),
