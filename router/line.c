@@ -109,9 +109,9 @@ static int emit(router_rank_t *rank, int ci, const uint8_t *a, size_t alen,
 	char *out;
 	int rc;
 
-	if (f != FMT_XML && m->open && m->open != ls) {
-		/* Another rank's line is open: end it; its continuation will
-		 * be marked. */
+	if (m->open && (m->open != ls || f == FMT_XML)) {
+		/* Another rank's line is open (or an XML element must start
+		 * at a line start): end it; its continuation will be marked. */
 		rc = stream_append(&m->s, "\n", 1, when);
 		if (rc < 0)
 			return rc;
@@ -238,8 +238,14 @@ int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
 	bool raw = router_dir_on(eff, ROUTER_DIR_OUTPUT_RAW);
 	int rc;
 
-	if (ls->len &&
-	    (fmt_bits(&ls->dirs) != fmt_bits(eff) || ls->channel != channel)) {
+	if ((ls->len || rank->job->m[ci].open == ls) &&
+	    ls->channel != channel) {
+		/* The tag's channel changes (stderr <-> stddiag): emit what was
+		 * pending and end that line. */
+		rc = line_flush(rank, ci, true);
+		if (rc < 0)
+			return rc;
+	} else if (ls->len && fmt_bits(&ls->dirs) != fmt_bits(eff)) {
 		/* The format changes: emit what was pending in the old one. */
 		rc = line_flush(rank, ci, false);
 		if (rc < 0)

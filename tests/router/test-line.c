@@ -54,6 +54,20 @@ static void tag_default_and_complete_lines(void **state)
 		h_put(h, "j", 1, ROUTER_CH_STDDIAG, "diag\n", 5, 0, 0, NULL);
 		assert_string_equal(mv_new(&e), "[j,1]<stderr>: err\n"
 						"[j,1]<stddiag>: diag\n");
+		/* A partial stderr line, then stddiag: two separate lines. */
+		h_put(h, "j", 1, ROUTER_CH_STDERR, "part", 4, 0, 0, NULL);
+		h_put(h, "j", 1, ROUTER_CH_STDDIAG, "d2\n", 3, 0, 0, NULL);
+		assert_string_equal(mv_new(&e), "[j,1]<stderr>: part\n"
+						"[j,1]<stddiag>: d2\n");
+		/* An open text line, then another rank's XML element. */
+		h_put(h, "j", 0, ROUTER_CH_STDERR, "open", 4,
+		      ROUTER_DIR_OUTPUT_RAW, ROUTER_DIR_OUTPUT_RAW, NULL);
+		h_put(h, "j", 1, ROUTER_CH_STDERR, "x\n", 2,
+		      ROUTER_DIR_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT, NULL);
+		assert_string_equal(mv_new(&e),
+				    "[j,0]<stderr>: open\n"
+				    "<stderr nspace=\"j\" rank=\"1\">x&#010;"
+				    "</stderr>\n");
 		router_reader_close(e.rd);
 	}
 	router_reader_close(m.rd);
