@@ -92,38 +92,94 @@ static enum fmt pick_fmt(const router_directives_t *d)
 }
 
 /*
- * Put one piece of @rank's channel @ci into the merged view: @a then @b
- * (either may be empty); @nl says the piece ends its line.
+ * Pieces for one merged view are formatted into r->scratch and appended in
+ * one go (one append per deliver, not per line); the tag is formatted once
+ * and reused while it does not change.
  */
-static int emit(router_rank_t *rank, int ci, const uint8_t *a, size_t alen,
-		const uint8_t *b, size_t blen, bool nl, uint64_t when)
+struct out {
+	struct merged *m;
+	size_t o;      /* bytes formatted in r->scratch */
+	uint64_t when; /* time of the last piece (the view's mtime) */
+	char tag[384]; /* cached text prefix */
+	size_t taglen;
+	char tag_sep; /* the cache key: separator and time */
+	uint64_t tag_when;
+};
+
+static int out_room(router_t *r, struct out *w, size_t n)
+{
+	return router_scratch(r, w->o + n);
+}
+
+static int out_flush(router_t *r, struct out *w)
+{
+	int rc = 0;
+
+	if (w->o)
+		rc = stream_append(&w->m->s, r->scratch, w->o, w->when);
+	w->o = 0;
+	return rc;
+}
+
+/* The text prefix ("[ns,rank]<stdout>: ", with time), cached in @w. */
+static void text_tag(struct out *w, router_rank_t *rank, struct line_state *ls,
+		     enum fmt f, bool ts, char sep, uint64_t when)
+{
+	const char *cn = chan_name(ls->channel);
+	const char *s = sep == '+' ? "+ " : ": ";
+	size_t o = 0;
+
+	if (w->taglen && w->tag_sep == sep && w->tag_when == when)
+		return;
+	if (ts) {
+		o += fmt_time(w->tag, when);
+		w->tag[o++] = ' ';
+	}
+	if (f == FMT_TAG)
+		o += (size_t)snprintf(w->tag + o, sizeof(w->tag) - o,
+				      "[%s,%u]<%s>%s", rank->job->nspace,
+				      rank->id, cn, s);
+	else if (f == FMT_RANK)
+		o += (size_t)snprintf(w->tag + o, sizeof(w->tag) - o,
+				      "[%u]<%s>%s", rank->id, cn, s);
+	w->taglen = o;
+	w->tag_sep = sep;
+	w->tag_when = when;
+}
+
+/*
+ * Put one piece of @rank's channel @ci into @w: @a then @b (either may be
+ * empty); @nl says the piece ends its line.
+ */
+static int emit(struct out *w, router_rank_t *rank, int ci, const uint8_t *a,
+		size_t alen, const uint8_t *b, size_t blen, bool nl,
+		uint64_t when)
 {
 	router_job_t *job = rank->job;
 	router_t *r = job->r;
-	struct merged *m = &job->m[ci];
+	struct merged *m = w->m;
 	struct line_state *ls = &rank->ch[ci].ls;
 	enum fmt f = pick_fmt(&ls->dirs);
 	bool ts = router_dir_on(&ls->dirs, ROUTER_DIR_TIMESTAMP);
 	const char *cn = chan_name(ls->channel);
-	size_t o = 0;
 	char *out;
+	size_t o;
 	int rc;
 
-	if (m->open && (m->open != ls || f == FMT_XML)) {
-		/* Another rank's line is open (or an XML element must start
-		 * at a line start): end it; its continuation will be marked. */
-		rc = stream_append(&m->s, "\n", 1, when);
-		if (rc < 0)
-			return rc;
-		m->open = NULL;
-	}
-	rc = router_scratch(r, 2 * ROUTER_NSPACE_MAX + 6 * ROUTER_NSPACE_MAX +
-				   6 * (alen + blen) + 128);
+	rc = out_room(r, w, 8 * ROUTER_NSPACE_MAX + 6 * (alen + blen) + 128);
 	if (rc < 0)
 		return rc;
 	out = r->scratch;
+	o = w->o;
+	w->when = when;
+	if (m->open && (m->open != ls || f == FMT_XML)) {
+		/* Another rank's line is open (or an XML element must start
+		 * at a line start): end it; its continuation will be marked. */
+		out[o++] = '\n';
+		m->open = NULL;
+	}
 	if (f == FMT_XML) {
-		o += (size_t)sprintf(out, "<%s nspace=\"", cn);
+		o += (size_t)sprintf(out + o, "<%s nspace=\"", cn);
 		o += xml_escape(out + o, (const uint8_t *)job->nspace,
 				strlen(job->nspace));
 		o += (size_t)sprintf(out + o, "\" rank=\"%u\"", rank->id);
@@ -141,20 +197,11 @@ static int emit(router_rank_t *rank, int ci, const uint8_t *a, size_t alen,
 		o += (size_t)sprintf(out + o, "</%s>\n", cn);
 		ls->midline = !nl;
 	} else {
-		if (m->open != ls) {
-			const char *sep = ls->midline ? "+ " : ": ";
-
-			if (ts) {
-				o += fmt_time(out + o, when);
-				out[o++] = ' ';
-			}
-			if (f == FMT_TAG)
-				o += (size_t)sprintf(out + o, "[%s,%u]<%s>%s",
-						     job->nspace, rank->id, cn,
-						     sep);
-			else if (f == FMT_RANK)
-				o += (size_t)sprintf(out + o, "[%u]<%s>%s",
-						     rank->id, cn, sep);
+		if (m->open != ls && f != FMT_PLAIN) {
+			text_tag(w, rank, ls, f, ts, ls->midline ? '+' : ':',
+				 when);
+			memcpy(out + o, w->tag, w->taglen);
+			o += w->taglen;
 		}
 		if (alen)
 			memcpy(out + o, a, alen);
@@ -165,7 +212,8 @@ static int emit(router_rank_t *rank, int ci, const uint8_t *a, size_t alen,
 		m->open = nl ? NULL : ls;
 		ls->midline = !nl;
 	}
-	return stream_append(&m->s, out, o, when);
+	w->o = o;
+	return 0;
 }
 
 /* The directives that change the format (present bits and values). */
@@ -236,7 +284,8 @@ int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
 	struct line_state *ls = &rank->ch[ci].ls;
 	const uint8_t *s = p;
 	bool raw = router_dir_on(eff, ROUTER_DIR_OUTPUT_RAW);
-	int rc;
+	struct out w = {0};
+	int rc = 0, rc2;
 
 	if ((ls->len || rank->job->m[ci].open == ls) &&
 	    ls->channel != channel) {
@@ -253,55 +302,63 @@ int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
 	}
 	ls->dirs = *eff;
 	ls->channel = channel;
+	w.m = &rank->job->m[ci];
 	while (n) {
 		const uint8_t *nl = memchr(s, '\n', n);
 		size_t k;
 
 		if (nl) {
 			k = (size_t)(nl - s) + 1;
-			rc = emit(rank, ci, (const uint8_t *)ls->buf, ls->len,
-				  s, k, true, ls->len ? ls->since : now);
+			rc = emit(&w, rank, ci, (const uint8_t *)ls->buf,
+				  ls->len, s, k, true,
+				  ls->len ? ls->since : now);
 			if (rc < 0)
-				return rc;
-			pend_clear(r, ls);
+				goto out_flush;
+			if (ls->len)
+				pend_clear(r, ls);
 			s += k;
 			n -= k;
 			continue;
 		}
 		if (raw || (size_t)ls->len + n >= r->buffering_size) {
-			rc = emit(rank, ci, (const uint8_t *)ls->buf, ls->len,
-				  s, n, false, ls->len ? ls->since : now);
+			rc = emit(&w, rank, ci, (const uint8_t *)ls->buf,
+				  ls->len, s, n, false,
+				  ls->len ? ls->since : now);
 			if (rc < 0)
-				return rc;
+				goto out_flush;
 			pend_clear(r, ls);
-			return 0;
+			break;
 		}
-		return pend_add(r, ls, s, n, now);
+		rc = pend_add(r, ls, s, n, now);
+		break;
 	}
-	return 0;
+out_flush:
+	rc2 = out_flush(r, &w);
+	return rc < 0 ? rc : rc2;
 }
 
 int line_flush(router_rank_t *rank, int ci, bool final)
 {
 	router_t *r = rank->job->r;
 	struct line_state *ls = &rank->ch[ci].ls;
-	struct merged *m = &rank->job->m[ci];
-	int rc = 0;
+	struct out w = {.m = &rank->job->m[ci], .when = router_now(r)};
+	int rc = 0, rc2;
 
 	if (ls->len) {
-		rc = emit(rank, ci, (const uint8_t *)ls->buf, ls->len, NULL, 0,
-			  false, ls->since);
+		rc = emit(&w, rank, ci, (const uint8_t *)ls->buf, ls->len, NULL,
+			  0, false, ls->since);
 		pend_clear(r, ls);
 	}
 	if (final) {
-		if (m->open == ls) {
-			int rc2 = stream_append(&m->s, "\n", 1, router_now(r));
-
-			if (rc2 < 0 && rc == 0)
-				rc = rc2;
-			m->open = NULL;
+		if (w.m->open == ls && rc == 0) {
+			rc = out_room(r, &w, 1);
+			if (rc == 0)
+				r->scratch[w.o++] = '\n';
 		}
+		if (w.m->open == ls)
+			w.m->open = NULL;
 		ls->midline = false;
 	}
-	return rc;
+	rc2 = out_flush(r, &w);
+	return rc < 0 ? rc : rc2;
 }
