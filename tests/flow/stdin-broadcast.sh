@@ -37,6 +37,7 @@ assert_eq "job XOFF == XON" "$jx1" "$jx2"
 assert_eq "job XOFF is the sum of the ranks'" "$tot_xoff" "$jx1"
 [ "$(info_get "$MNT/bc/0/info" stdin_xoff)" -gt 0 ] || fail "the slowest rank never asserted XOFF"
 slow_s=$(awk '{print $2}' "$T/got.0.t")
+[ -n "$slow_s" ] || fail "no timing from the slowest rank"
 writer_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 awk -v w="$writer_s" -v r="$slow_s" 'BEGIN { exit !(w >= 0.3 * r) }' ||
 	fail "writer took ${writer_s}s vs slowest rank ${slow_s}s: not held to the slowest pace"

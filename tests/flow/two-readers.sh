@@ -36,6 +36,7 @@ xon=$(info_get "$INFO" stdout_xon)
 assert_eq "XOFF == XON" "$xoff" "$xon"
 fast_s=$(awk '{print $2}' "$T/fast.t")
 slow_s=$(awk '{print $2}' "$T/slow.t")
+[ -n "$fast_s" ] && [ -n "$slow_s" ] || fail "no timing from the readers"
 # The fast reader can run ahead of the slow one by about the window only.
 awk -v f="$fast_s" -v s="$slow_s" 'BEGIN { exit !(f >= 0.5 * s) }' ||
 	fail "fast reader done in ${fast_s}s, slow in ${slow_s}s: the producer was not held back"

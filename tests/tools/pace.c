@@ -4,13 +4,15 @@
  *
  *   iofs-pace [-c CHUNK] [-d MS] [-r RATE] [-f FAST_AFTER_BYTES]
  *             [-x STOP_AFTER_BYTES] [-w HOLD_MS] [-i IN] [-o OUT] [-t]
+ *             [-T FILE]
  *
  * Reads CHUNK bytes (default 2 KiB), then sleeps MS milliseconds (default 3)
  * -- "a reader taking 2 KiB every 3 ms".  -r RATE (bytes/s) paces by rate
  * instead.  -f: after that many bytes, read at full speed (1 MiB chunks).
  * -x: after that many bytes, stop reading, sleep HOLD_MS (-w, default
  * 500), and exit 0 without reading the rest (the teardown case).  -t:
- * print "bytes seconds" to stderr at the end.
+ * print "bytes seconds" to stderr at the end; -T FILE: write it to FILE
+ * (for a rank whose stderr is forwarded).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +29,9 @@ int main(int argc, char **argv)
 	uint64_t chunk = 2048, fast_after = UINT64_MAX, stop_after = UINT64_MAX;
 	double delay_ms = 3, rate = 0, hold_ms = 500;
 	int in = STDIN_FILENO, out = STDOUT_FILENO, timing = 0, opt;
+	const char *timing_file = NULL;
 
-	while ((opt = getopt(argc, argv, "c:d:r:f:x:w:i:o:t")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:r:f:x:w:i:o:tT:")) != -1) {
 		switch (opt) {
 		case 'c':
 			chunk = tools_parse_size(optarg);
@@ -66,6 +69,9 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			timing = 1;
+			break;
+		case 'T':
+			timing_file = optarg;
 			break;
 		default:
 			fprintf(stderr, "usage: see the comment in pace.c\n");
@@ -117,9 +123,21 @@ int main(int argc, char **argv)
 			tools_sleep_ms(delay_ms);
 		}
 	}
+	double secs = tools_now() - t0;
 	if (timing)
-		fprintf(stderr, "%llu %.6f\n", (unsigned long long)done,
-			tools_now() - t0);
+		fprintf(stderr, "%llu %.6f\n", (unsigned long long)done, secs);
+	if (timing_file) {
+		FILE *f = fopen(timing_file, "w");
+		if (!f ||
+		    fprintf(f, "%llu %.6f\n", (unsigned long long)done, secs) <
+			0 ||
+		    fclose(f) != 0) {
+			fprintf(stderr, "iofs-pace: %s: %s\n", timing_file,
+				strerror(errno));
+			free(buf);
+			return 1;
+		}
+	}
 	free(buf);
 	return 0;
 }
