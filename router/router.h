@@ -50,20 +50,19 @@ typedef struct router_push router_push_t;
 /* Status codes                                                              */
 
 enum {
-	ROUTER_SUCCESS = 0, /* accepted (non-blocking forms) / done */
-	ROUTER_OPERATION_SUCCEEDED =
-	    1,			/* blocking form completed; no callback */
-	ROUTER_AGAIN = 2,	/* read at the live end: park and retry */
-	ROUTER_WOULD_BLOCK = 3, /* blocking form called on the loop thread */
-	ROUTER_ERR_NOT_AVAILABLE = 4, /* router shut down / loop stopped */
-	ROUTER_ERR_INIT = 5,	      /* router is NULL / not initialised */
-	ROUTER_ERR_BAD_PARAM = 6,     /* invalid name, channel, rank, ... */
-	ROUTER_ERR_NOT_FOUND = 7,     /* no such job or rank */
-	ROUTER_ERR_EXISTS = 8,	  /* (nspace, rank) registered and running */
-	ROUTER_ERR_PIPE = 9,	  /* stdin target has exited / closed */
-	ROUTER_ERR_CANCELED = 10, /* operation dropped by teardown */
-	ROUTER_ERR_BUSY = 11,	  /* job still running (remove) */
-	ROUTER_ERR_NOMEM = -12,	  /* == -ENOMEM */
+	ROUTER_SUCCESS = 0,             /* accepted (non-blocking forms) / done */
+	ROUTER_OPERATION_SUCCEEDED = 1, /* blocking form completed; no callback */
+	ROUTER_AGAIN = 2,               /* read at the live end: park and retry */
+	ROUTER_WOULD_BLOCK = 3,         /* blocking form called on the loop thread */
+	ROUTER_ERR_NOT_AVAILABLE = 4,   /* router shut down / loop stopped */
+	ROUTER_ERR_INIT = 5,            /* router is NULL / not initialised */
+	ROUTER_ERR_BAD_PARAM = 6,       /* invalid name, channel, rank, ... */
+	ROUTER_ERR_NOT_FOUND = 7,       /* no such job or rank */
+	ROUTER_ERR_EXISTS = 8,          /* (nspace, rank) registered and running */
+	ROUTER_ERR_PIPE = 9,            /* stdin target has exited / closed */
+	ROUTER_ERR_CANCELED = 10,       /* operation dropped by teardown */
+	ROUTER_ERR_BUSY = 11,           /* job still running (remove) */
+	ROUTER_ERR_NOMEM = -12,         /* == -ENOMEM */
 };
 
 /* Human-readable name for any code above or any -errno. Never NULL. */
@@ -72,9 +71,9 @@ const char *router_strerror(int status);
 /* ------------------------------------------------------------------------ */
 /* Names                                                                     */
 
-#define ROUTER_NSPACE_MAX    255
+#define ROUTER_NSPACE_MAX 255
 #define ROUTER_RANK_WILDCARD UINT32_MAX /* every rank of the job */
-#define ROUTER_RANK_MAX	     (UINT32_MAX - 1)
+#define ROUTER_RANK_MAX (UINT32_MAX - 1)
 
 /* Channel bits: the same values as PMIx's pmix_iof_channel_t. */
 enum {
@@ -99,16 +98,13 @@ int router_proc_set(router_proc_t *proc, const char *nspace, uint32_t rank);
 /* Directives (seed 001): a small presence/value bitmask.                    */
 
 enum {
-	ROUTER_DIR_COMPLETE = 1u << 0, /* source channel closed: EOF */
-	ROUTER_DIR_TAG_OUTPUT = 1u
-				<< 1, /* "[nspace,rank]<stdout>: " (default) */
-	ROUTER_DIR_RANK_OUTPUT = 1u << 2, /* "[rank]<stdout>: " */
-	ROUTER_DIR_XML_OUTPUT =
-	    1u << 3, /* <stdout nspace=.. rank=..>..</stdout> */
-	ROUTER_DIR_TIMESTAMP = 1u << 4,	 /* add the time before the tag */
-	ROUTER_DIR_OUTPUT_RAW = 1u << 5, /* no line buffering in merged view */
-	ROUTER_DIR_LOCAL_OUTPUT = 1u
-				  << 6, /* emit to local sinks (absent: yes) */
+	ROUTER_DIR_COMPLETE = 1u << 0,     /* source channel closed: EOF */
+	ROUTER_DIR_TAG_OUTPUT = 1u << 1,   /* "[nspace,rank]<stdout>: " (default) */
+	ROUTER_DIR_RANK_OUTPUT = 1u << 2,  /* "[rank]<stdout>: " */
+	ROUTER_DIR_XML_OUTPUT = 1u << 3,   /* <stdout nspace=.. rank=..>..</stdout> */
+	ROUTER_DIR_TIMESTAMP = 1u << 4,    /* add the time before the tag */
+	ROUTER_DIR_OUTPUT_RAW = 1u << 5,   /* no line buffering in merged view */
+	ROUTER_DIR_LOCAL_OUTPUT = 1u << 6, /* emit to local sinks (absent: yes) */
 	ROUTER_DIR_KNOWN_MASK = (1u << 7) - 1,
 };
 
@@ -135,12 +131,11 @@ typedef uint64_t (*router_clock_fn)(void *ctx); /* CLOCK_REALTIME, ns */
 typedef void (*router_log_fn)(void *ctx, int level, const char *msg);
 
 struct router_config {
-	size_t window;	  /* retained bytes per stream; 0 = 1 MiB */
-	size_t low_water; /* XON when the lag falls to this; 0 = window/2 */
-	size_t budget;	  /* bound on the sum of all buffers; 0 = 1 GiB */
+	size_t window;         /* retained bytes per stream; 0 = 1 MiB */
+	size_t low_water;      /* XON when the lag falls to this; 0 = window/2 */
+	size_t budget;         /* bound on the sum of all buffers; 0 = 1 GiB */
 	uint32_t buffering_ms; /* partial-line flush delay; 0 = 100 ms */
-	size_t
-	    buffering_size; /* flush a partial line at this size; 0 = 4 KiB */
+	size_t buffering_size; /* flush a partial line at this size; 0 = 4 KiB */
 	router_clock_fn clock; /* NULL = clock_gettime(CLOCK_REALTIME) */
 	void *clock_ctx;
 	router_log_fn log; /* NULL = stderr; level is a syslog LOG_* level */
@@ -155,7 +150,7 @@ struct router_config {
  * Returns 0 or -errno; *out owns the router, free it with router_free().
  */
 int router_new(struct event_base *base, const struct router_config *cfg,
-	       router_t **out);
+               router_t **out);
 
 /* Declare the calling thread the loop thread. */
 void router_set_loop_thread(router_t *r);
@@ -201,21 +196,20 @@ struct router_source_ops {
 	/* Stop (xoff=true) or resume reading @channel of @rank at its source.
 	 * Called only on transitions of the (rank, channel) latch, so calls
 	 * alternate strictly, starting with xoff=true. */
-	void (*flow)(void *ctx, router_rank_t *rank, uint32_t channel,
-		     bool xoff);
+	void (*flow)(void *ctx, router_rank_t *rank, uint32_t channel, bool xoff);
 	/* Forward stdin bytes; the adapter copies them before returning.
 	 * Return 0, or -errno (the push then fails with ROUTER_ERR_PIPE). */
 	int (*stdin_write)(void *ctx, router_rank_t *rank, const void *bytes,
-			   size_t len);
+	                   size_t len);
 	/* The last stdin writer is gone: forward EOF. */
 	void (*stdin_eof)(void *ctx, router_rank_t *rank);
 };
 
 struct router_rank_info {
-	int64_t pid;		  /* -1 if unknown */
-	const char *host;	  /* copied; NULL = "" */
-	uint32_t uid, gid;	  /* the job's owner (first rank sets it) */
-	uint32_t job_size;	  /* expected ranks, 0 = unknown */
+	int64_t pid;           /* -1 if unknown */
+	const char *host;      /* copied; NULL = "" */
+	uint32_t uid, gid;     /* the job's owner (first rank sets it) */
+	uint32_t job_size;     /* expected ranks, 0 = unknown */
 	router_directives_t dirs; /* job-level defaults for the merged view */
 };
 
@@ -228,9 +222,9 @@ struct router_rank_info {
  * @ctx must stay valid until then.
  */
 int router_rank_register(router_t *r, const router_proc_t *proc,
-			 const struct router_rank_info *info,
-			 const struct router_source_ops *ops, void *ctx,
-			 router_rank_t **out);
+                         const struct router_rank_info *info,
+                         const struct router_source_ops *ops, void *ctx,
+                         router_rank_t **out);
 
 /*
  * Unpublish: the rank ended (EXITED, with @exit_status as a wait() status
@@ -241,7 +235,7 @@ int router_rank_register(router_t *r, const router_proc_t *proc,
  * job for readers and stats.
  */
 void router_rank_exit(router_rank_t *rank, enum router_state state,
-		      int exit_status);
+                      int exit_status);
 
 /*
  * Deliver forwarded output (seed 001 semantics).
@@ -267,9 +261,9 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
  * ROUTER_ERR_NOT_AVAILABLE (shut down), ROUTER_ERR_NOMEM.
  */
 int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
-		   const void *bytes, size_t len,
-		   const router_directives_t *dirs, router_op_cb_t cbfunc,
-		   void *cbdata);
+                   const void *bytes, size_t len,
+                   const router_directives_t *dirs, router_op_cb_t cbfunc,
+                   void *cbdata);
 
 /* ------------------------------------------------------------------------ */
 /* Jobs and ranks: lookup, iteration, stats                                 */
@@ -298,11 +292,11 @@ int router_job_remove(router_t *r, router_job_t *job);
 
 struct router_stats {
 	enum router_state state; /* job: running until every known rank ended */
-	int64_t pid;		 /* rank only; -1 for jobs */
-	const char *host;	 /* rank only, borrowed; "" for jobs */
-	int exit_status;	 /* rank; job: first non-zero, else 0 */
+	int64_t pid;             /* rank only; -1 for jobs */
+	const char *host;        /* rank only, borrowed; "" for jobs */
+	int exit_status;         /* rank; job: first non-zero, else 0 */
 	uint32_t uid, gid;
-	uint32_t ranks;	   /* job: registered ranks; rank: 1 */
+	uint32_t ranks;    /* job: registered ranks; rank: 1 */
 	uint32_t job_size; /* as announced, 0 = unknown */
 	uint64_t stdout_bytes, stderr_bytes, stdin_bytes;
 	uint64_t stdout_xoff, stdout_xon, stderr_xoff, stderr_xon;
@@ -328,7 +322,7 @@ struct router_stream_attr {
 	bool complete;
 };
 int router_stream_attr(router_job_t *job, uint32_t rank, uint32_t channel,
-		       struct router_stream_attr *out);
+                       struct router_stream_attr *out);
 
 /* ------------------------------------------------------------------------ */
 /* Readers (pull)                                                            */
@@ -353,8 +347,8 @@ enum {
  * Takes a reference on the job.  Returns 0 or a code.
  */
 int router_reader_open(router_job_t *job, uint32_t rank, uint32_t channel,
-		       unsigned flags, void (*ready)(void *cbdata),
-		       void *cbdata, router_reader_t **out);
+                       unsigned flags, void (*ready)(void *cbdata),
+                       void *cbdata, router_reader_t **out);
 
 /*
  * Read up to @size bytes at file offset @off.  Offsets are absolute stream
@@ -369,7 +363,7 @@ int router_reader_open(router_job_t *job, uint32_t rank, uint32_t channel,
  * release an XOFF).
  */
 int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
-		       struct iovec iov[2], int *iovcnt, size_t *n);
+                       struct iovec iov[2], int *iovcnt, size_t *n);
 
 /* Bytes available at @off without blocking (0 at the live end or EOF). */
 uint64_t router_reader_avail(router_reader_t *rd, uint64_t off);
@@ -393,14 +387,14 @@ enum {
  * loop thread.  Completion of a channel arrives as @len == 0 with
  * ROUTER_DIR_COMPLETE set in @dirs.  @bytes and @dirs are borrowed. */
 typedef void (*router_fragment_fn)(void *cbdata, const router_proc_t *src,
-				   uint32_t channel, const void *bytes,
-				   size_t len, const router_directives_t *dirs);
+                                   uint32_t channel, const void *bytes,
+                                   size_t len, const router_directives_t *dirs);
 
 /* @nspace NULL = every job; @rank may be ROUTER_RANK_WILDCARD; @channels is a
  * mask.  *out stays valid until router_unsubscribe(). */
 int router_subscribe(router_t *r, const char *nspace, uint32_t rank,
-		     uint32_t channels, unsigned flags, router_fragment_fn cb,
-		     void *cbdata, router_sub_t **out);
+                     uint32_t channels, unsigned flags, router_fragment_fn cb,
+                     void *cbdata, router_sub_t **out);
 void router_unsubscribe(router_sub_t *sub); /* NULL-safe */
 
 /* ------------------------------------------------------------------------ */
@@ -423,9 +417,9 @@ enum {
  * If @handle is non-NULL it receives a handle for router_push_cancel(),
  * valid until the callback fires.
  */
-int router_push(router_job_t *job, uint32_t rank, const void *bytes, size_t len,
-		unsigned flags, router_op_cb_t cbfunc, void *cbdata,
-		router_push_t **handle);
+int router_push(router_job_t *job, uint32_t rank, const void *bytes,
+                size_t len, unsigned flags, router_op_cb_t cbfunc,
+                void *cbdata, router_push_t **handle);
 
 /*
  * Withdraw a pending push (an interrupted write).  Returns the bytes already
