@@ -3,6 +3,7 @@
 # and SIGINT unmount with exit 0, fusermount3 -u ends the daemon, kill -9
 # leaves no stale mount (auto_unmount), root directory attributes.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/fs/common.sh"
 
 # background: usable as soon as the command returns
 timeout 20 "$IOFS" --listen "$ADDR" "$MNT" || fail "background start failed"
@@ -50,7 +51,18 @@ DAEMON_PID=
 wait_for 10 eval '! is_mounted "$MNT"' || fail "stale mount after kill -9"
 ls "$MNT" >/dev/null || fail "mountpoint unusable after kill -9"
 
-# and it can be mounted again at once
-start_daemon
+# and it can be mounted again at once; -d logs every request; SIGTERM while
+# a follower holds a file open still exits 0 (after a bounded grace)
+start_daemon -d
+run_job f 1 sh -c "echo hi; $(gate end)"
+tail -f "$MNT/f/0/stdout" >"$T/tail.out" 2>&1 &
+track $!
+wait_for 5 file_has "$T/tail.out" hi || fail "tail -f saw nothing"
+grep -q "opcode: OPEN" "$T/iofs.log" || fail "-d did not log requests"
+t0=$(date +%s%N)
 stop_daemon
+ms=$((($(date +%s%N) - t0) / 1000000))
+log "SIGTERM with tail -f open: exit 0 after $ms ms"
+[ $ms -lt 5000 ] || fail "shutdown with an open follower took $ms ms"
+touch "$T/end"
 log "ok"
