@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Jobs and ranks: registry, lifecycle, latches, stats, the deliver work. */
-#include "router/job.h"
+#include "router/job_i.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 
-#include "router/line.h"
-#include "router/push.h"
+#include "router/line_i.h"
+#include "router/push_i.h"
 #include "router/router_i.h"
 
 static const uint32_t ci_channel[CI_N] = {ROUTER_CH_STDOUT, ROUTER_CH_STDERR};

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Merged-view line discipline: whole lines, tags only at line starts. */
-#include "router/line.h"
+#include "router/line_i.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* stdin: per-rank FIFOs of push slices, sink XOFF, writers and EOF. */
-#include "router/push.h"
+#include "router/push_i.h"
 
 #include <errno.h>
 #include <stdlib.h>

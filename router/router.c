@@ -13,9 +13,9 @@
 #include <syslog.h>
 #include <time.h>
 
-#include "router/job.h"
-#include "router/line.h"
-#include "router/push.h"
+#include "router/job_i.h"
+#include "router/line_i.h"
+#include "router/push_i.h"
 #include "router/router_i.h"
 
 /* A request from another thread. */

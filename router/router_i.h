@@ -9,7 +9,7 @@
 #include <sys/queue.h>
 
 #include "router/router.h"
-#include "router/stream.h"
+#include "router/stream_i.h"
 
 struct event;
 struct line_state;

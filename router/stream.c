@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Retained ring buffer with absolute offsets, readers, lag latch. */
-#include "router/stream.h"
+#include "router/stream_i.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -4,10 +4,10 @@
  * slices sit on the ranks' FIFOs and share the push's completion.  A rank's
  * FIFO drains into its sink while the sink is not XOFFed.
  */
-#ifndef IOFS_ROUTER_PUSH_H
-#define IOFS_ROUTER_PUSH_H
+#ifndef IOFS_ROUTER_PUSH_I_H
+#define IOFS_ROUTER_PUSH_I_H
 
-#include "router/job.h"
+#include "router/job_i.h"
 
 /* Fail every queued slice of @rank with @status, count the bytes in
  * stdin_discarded, release its stdin latch (counted).  Idempotent. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Private: jobs, ranks, their streams and latches. */
-#ifndef IOFS_ROUTER_JOB_H
-#define IOFS_ROUTER_JOB_H
+#ifndef IOFS_ROUTER_JOB_I_H
+#define IOFS_ROUTER_JOB_I_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <sys/queue.h>
 
 #include "router/router.h"
-#include "router/stream.h"
+#include "router/stream_i.h"
 
 struct push_slice;
 

@@ -9,8 +9,8 @@
  * discarded on append, but never below the cursor of a blocking reader, so
  * the buffer can exceed the window by what arrived while XOFF was in flight.
  */
-#ifndef IOFS_ROUTER_STREAM_H
-#define IOFS_ROUTER_STREAM_H
+#ifndef IOFS_ROUTER_STREAM_I_H
+#define IOFS_ROUTER_STREAM_I_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,14 +11,14 @@
  * its later continuation is tagged "[ns,rank]<stdout>+ " instead of ": ".
  * See docs/design.md for the exact rules.
  */
-#ifndef IOFS_ROUTER_LINE_H
-#define IOFS_ROUTER_LINE_H
+#ifndef IOFS_ROUTER_LINE_I_H
+#define IOFS_ROUTER_LINE_I_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "router/job.h"
+#include "router/job_i.h"
 
 /* Feed bytes of @rank's channel @ci (tag channel @channel) to the view. */
 int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
