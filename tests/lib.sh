@@ -130,3 +130,20 @@ wait_exit() { wait_for "$1" bash -c "! kill -0 $2 2>/dev/null"; }
 
 # size_ge FILE BYTES: FILE exists and holds at least BYTES
 size_ge() { [ -e "$1" ] && [ "$(stat -c %s "$1")" -ge "$2" ]; }
+
+# gated_producer NS SIZE SEED WANT: start rank 0 of job NS printing "start",
+# then waiting for one byte on its stdin (the gate) before producing SIZE
+# bytes of seed SEED.  Writes the expected stream to WANT, waits for the
+# first line, and sets GATED_PID (the forwarder, tracked).  Open the readers,
+# then open_gate NS: no byte can be discarded before a reader is attached.
+gated_producer() {
+	local ns=$1 size=$2 seed=$3 want=$4
+	"$IOFS_RUN" --nspace "$ns" --rank 0 -- sh -c \
+		'echo start; head -c 1 >/dev/null; exec "$0" -n "$1" -s "$2"' \
+		"$PRODUCE" "$size" "$seed" &
+	GATED_PID=$!
+	track $GATED_PID
+	{ echo start; "$PRODUCE" -n "$size" -s "$seed"; } >"$want"
+	wait_for 10 test -s "$MNT/$ns/0/stdout" || fail "$ns: first line did not arrive"
+}
+open_gate() { printf g >"$MNT/$1/0/stdin" || fail "$1: could not open the gate"; }

@@ -27,12 +27,8 @@ assert_eq "(a) data" one "$(cat "$T/k9.out")"
 wait_for 10 bash -c "grep -q '^state: lost' '$MNT/k9/0/info'" || fail "(a) rank not lost"
 
 # (b) a real job of 8 MiB read live while 40 connections throw garbage
-"$IOFS_RUN" --nspace gb --rank 0 -- sh -c \
-	'echo start; head -c 1 >/dev/null; exec "$0" -n 8M -s 81' "$PRODUCE" &
-GB=$!
-track $GB
-{ echo start; "$PRODUCE" -n 8M -s 81; } >"$T/gb.want"
-wait_for 10 test -s "$MNT/gb/0/stdout" || fail "(b) no output"
+gated_producer gb 8M 81 "$T/gb.want"
+GB=$GATED_PID
 cat "$MNT/gb/0/stdout" >"$T/gb.got" &
 GBR=$!
 track $GBR
@@ -63,7 +59,7 @@ for i in range(40):
 print("thrown")
 PY
 PY_PID=$!
-printf g >"$MNT/gb/0/stdin"
+open_gate gb
 wait_exit 60 $PY_PID || fail "(b) garbage thrower hung"
 wait $PY_PID || fail "(b) garbage thrower failed: $(cat "$T/garbage.log")"
 wait_exit 60 $GB || fail "(b) job did not finish"

@@ -4,18 +4,14 @@
 # can still read the retained window (a suffix of what was written).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 start_daemon
-"$IOFS_RUN" --nspace rg --rank 0 -- sh -c \
-	'echo start; head -c 1 >/dev/null; exec "$0" -n 32M -s 61' "$PRODUCE" &
-RUN=$!
-track $RUN
-{ echo start; "$PRODUCE" -n 32M -s 61; } >"$T/want"
-wait_for 10 test -s "$MNT/rg/0/stdout" || fail "first line did not arrive"
+gated_producer rg 32M 61 "$T/want"
+RUN=$GATED_PID
 # a reader that reads 64 KiB and then holds the file open without reading
 "$PACE" -i "$MNT/rg/0/stdout" -c 64K -x 64K -w 60000 -o /dev/null &
 READER=$!
 track $READER
 wait_for 10 fd_open $READER "$MNT/rg/0/stdout" || fail "reader did not open"
-printf g >"$MNT/rg/0/stdin"
+open_gate rg
 wait_for 20 bash -c "[ \"\$(sed -n 's/^stdout_xoff: //p' '$MNT/rg/0/info')\" -gt 0 ]" ||
 	fail "the stalled reader never caused an XOFF"
 assert_eq "rank still running while held" running "$(info_get "$MNT/rg/0/info" state)"

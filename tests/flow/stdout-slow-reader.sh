@@ -13,17 +13,13 @@ rss0=$(proc_status $DAEMON_PID VmRSS)
 # The rank prints a first line, then waits for one byte of stdin (sent once
 # the reader holds the file open) before producing: no byte can be
 # discarded before the reader is attached.
-"$IOFS_RUN" --nspace sr --rank 0 -- sh -c \
-	'echo start; head -c 1 >/dev/null; exec "$0" -n 64M -s 51' "$PRODUCE" &
-RUN=$!
-track $RUN
-{ echo start; "$PRODUCE" -n 64M -s 51; } >"$T/want"
-wait_for 10 test -s "$MNT/sr/0/stdout" || fail "first line did not arrive"
+gated_producer sr 64M 51 "$T/want"
+RUN=$GATED_PID
 "$PACE" -i "$MNT/sr/0/stdout" -c 64K -r 1M -f $SLOW -o "$T/got" -t 2>"$T/pace.t" &
 READER=$!
 track $READER
 wait_for 10 fd_open $READER "$MNT/sr/0/stdout" || fail "reader did not open the stream"
-printf g >"$MNT/sr/0/stdin" || fail "could not release the rank"
+open_gate sr
 
 # While the reader is slow (4 MiB at 1 MiB/s), the producer must be held
 # back: sample once the reader has taken 2 MiB.

@@ -5,12 +5,8 @@
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 SIZE=$((16 << 20))
 start_daemon
-"$IOFS_RUN" --nspace tr --rank 0 -- sh -c \
-	'echo start; head -c 1 >/dev/null; exec "$0" -n 16M -s 71' "$PRODUCE" &
-RUN=$!
-track $RUN
-{ echo start; "$PRODUCE" -n 16M -s 71; } >"$T/want"
-wait_for 10 test -s "$MNT/tr/0/stdout" || fail "first line did not arrive"
+gated_producer tr 16M 71 "$T/want"
+RUN=$GATED_PID
 "$PACE" -i "$MNT/tr/0/stdout" -c 64K -r 4M -o "$T/slow" -t 2>"$T/slow.t" &
 SLOWR=$!
 track $SLOWR
@@ -19,7 +15,7 @@ FASTR=$!
 track $FASTR
 wait_for 10 fd_open $SLOWR "$MNT/tr/0/stdout" || fail "slow reader did not open"
 wait_for 10 fd_open $FASTR "$MNT/tr/0/stdout" || fail "fast reader did not open"
-printf g >"$MNT/tr/0/stdin"
+open_gate tr
 wait_exit 60 $FASTR || fail "fast reader did not finish"
 wait $FASTR || fail "fast reader failed"
 wait_exit 60 $SLOWR || fail "slow reader did not finish"
