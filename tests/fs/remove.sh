@@ -13,14 +13,18 @@ if rm -rf "$MNT/r" 2>/dev/null; then fail "rm -rf of a running job succeeded"; f
 test -e "$MNT/r/0/stdout" || fail "a running job lost files"
 touch "$T/end"
 wait_for 10 exited "$MNT/r/info" || fail "job did not end"
+ino1=$(stat -c %i "$MNT/r/0/stdout")
 sleep 1.2 # past any entry cache
 assert_eq "completed job still readable" "run1 0" "$(timeout 5 cat "$MNT/r/0/stdout")"
+assert_eq "stable inode number" "$ino1" "$(stat -c %i "$MNT/r/0/stdout")"
+assert_eq "find sees every file" 12 "$(find "$MNT/r" -type f | wc -l)"
 
 # a re-run under the same name replaces the completed job
 rm -f "$T/end"
 run_job r 1 sh -c "echo run2; $(gate end)"
 wait_for 5 file_has "$MNT/r/0/stdout" run2 || fail "re-run not visible"
 test ! -e "$MNT/r/1" || fail "re-run kept the old rank 1"
+[ "$(stat -c %i "$MNT/r/0/stdout")" != "$ino1" ] || fail "a re-run reused an inode number"
 touch "$T/end"
 wait_for 10 exited "$MNT/r/info" || fail "re-run did not end"
 
