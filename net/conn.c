@@ -98,7 +98,10 @@ static void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
 	send_frame(c, &f);
 	c->closing = true;
 	bufferevent_disable(c->bev, EV_READ);
-	/* Free once the ERROR is flushed (write callback at 0 bytes). */
+	/* Free once the ERROR is flushed (write callback at 0 bytes), or
+	 * after CONN_CLOSE_TIMEOUT_S if the peer does not take it. */
+	struct timeval tv = {CONN_CLOSE_TIMEOUT_S, 0};
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
 		c->dead = true;
@@ -347,6 +350,7 @@ static int on_hello(struct conn *c, const struct proto_frame *f)
 		(unsigned long long)c->id, c->peer, c->nspace, c->rank_base,
 		c->rank_base + c->rank_count - 1, c->job_size, (int)h->host_len,
 		h->host, h->pid, c->uid);
+	bufferevent_set_timeouts(c->bev, NULL, NULL); /* greeted */
 	struct proto_frame w = {.type = PROTO_WELCOME,
 				.version = PROTO_VERSION,
 				.max_payload = PROTO_PAYLOAD_MAX};
@@ -538,6 +542,15 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
 
+	if (what & BEV_EVENT_TIMEOUT) {
+		srv_log(c->srv, LOG_WARNING, "conn %llu (%s): %s",
+			(unsigned long long)c->id, c->peer,
+			c->closing ? "peer does not take its ERROR: dropped"
+				   : "no HELLO in time: dropped");
+		c->dead = true;
+		conn_kick(c);
+		return;
+	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		bool lost = false;
 		for (uint32_t i = 0; i < c->rank_count; i++)
@@ -631,6 +644,8 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_IN_MAX);
 	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_LOW, 0);
+	struct timeval tv = {CONN_HELLO_TIMEOUT_S, 0};
+	bufferevent_set_timeouts(c->bev, &tv, NULL);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	c->next = s->conns;
 	if (s->conns)

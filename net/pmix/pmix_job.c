@@ -25,6 +25,7 @@ static const struct router_source_ops rank_ops = {
 };
 
 static void on_grace(evutil_socket_t fd, short what, void *arg);
+static void arm_grace(struct ps_job *job, unsigned ms);
 
 struct ps_job *ps_job_find(pmix_source_t *ps, const char *nspace)
 {
@@ -123,8 +124,19 @@ static void rank_register(struct ps_rank *rk)
 	else if (rc != 0)
 		ps_log("cannot publish %s/%u: %s", job->nspace, rk->id,
 		       router_strerror(rc));
-	if (rc != 0)
+	if (rc != 0) {
 		rk->rr = NULL;
+		return;
+	}
+	if (job->ended && !rk->exit_pending) {
+		/* learnt after JOB_END (late size or output): exits once its
+		 * streams complete, or after the grace */
+		rk->exit_pending = true;
+		if (!rk->have_code)
+			rk->code = job->end_code;
+		if (!evtimer_pending(job->grace_ev, NULL))
+			arm_grace(job, PS_END_GRACE_MS);
+	}
 }
 
 void ps_job_set_size(struct ps_job *job, uint32_t size)
@@ -132,8 +144,6 @@ void ps_job_set_size(struct ps_job *job, uint32_t size)
 	if (size == 0 || size > ROUTER_RANK_MAX)
 		return;
 	job->size = size;
-	if (job->ended)
-		return;
 	for (uint32_t r = 0; r < size; r++) {
 		struct ps_rank *rk = rank_get(job, r);
 		if (rk)
@@ -204,8 +214,7 @@ void ps_job_iof(struct ps_job *job, struct ps_msg *m)
 		ps_msg_free(m);
 		return;
 	}
-	if (!job->ended)
-		rank_register(rk);
+	rank_register(rk);
 	rc = router_deliver(job->ps->r, &proc, m->channel, m->bytes, m->len,
 			    &m->dirs, deliver_done, m);
 	if (rc != ROUTER_SUCCESS) {

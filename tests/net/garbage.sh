@@ -100,6 +100,11 @@ for i in range(rounds):
     n += 1
 print(n)
 PY
+# a silent client: connects, sends nothing, holds the socket
+python3 -c 'import socket,sys,time
+s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(30)' "$SOCK" &
+SILENT=$!
+track $SILENT
 timeout 100 python3 "$T/throw.py" "$SOCK" 300 >"$T/thrown" 2>"$T/throw.err" &
 THROW=$!
 track $THROW
@@ -129,6 +134,7 @@ for why in "frame too large" "unknown frame type" "before HELLO" "invalid namesp
 	"already running" "not valid in this direction" "bad frame length" "field out of range"; do
 	grep -q "closing:.*$why" "$T/iofs.log" || fail "no logged reason '$why': $(grep -E "real|closing" "$T/iofs.log" | head -30)"
 done
+wait_for 20 grep -q "no HELLO in time" "$T/iofs.log" || fail "a silent connection was not dropped"
 daemon_alive || fail "daemon died"
 "$IOFS_RUN" --nspace after -- echo still-serving
 assert_eq "daemon serves after the garbage" still-serving "$(timeout 5 cat "$MNT/after/0/stdout")"
