@@ -24,6 +24,7 @@ struct fs_dirent {
 struct fs_dir {
 	struct fs_dirent *ents;
 	size_t n, cap;
+	bool filled; /* a snapshot was taken (at the first or a rewound read) */
 };
 
 static void fs_dir_clear(struct fs_dir *d)
@@ -62,6 +63,7 @@ static int fs_dir_fill(struct fs *fs, struct fs_inode *in, struct fs_dir *d)
 	int rc;
 
 	fs_dir_clear(d);
+	d->filled = true;
 	rc = fs_dir_add(d, ".", in, S_IFDIR);
 	if (!rc)
 		rc = fs_dir_add(d, "..", &fs->root, S_IFDIR);
@@ -111,12 +113,8 @@ static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	d = calloc(1, sizeof(*d));
-	if (!d || fs_dir_fill(fs, in, d) < 0) {
-		if (d)
-			fs_dir_clear(d);
-		free(d ? d->ents : NULL);
-		free(d);
+	d = calloc(1, sizeof(*d)); /* filled by the first readdir */
+	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -137,7 +135,7 @@ static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	char *buf;
 	size_t used = 0;
 
-	if (off == 0 && in && fs_dir_fill(fs, in, d) < 0) {
+	if ((off == 0 || !d->filled) && in && fs_dir_fill(fs, in, d) < 0) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
