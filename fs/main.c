@@ -48,6 +48,7 @@ struct options {
 	const char *pmix;
 	const char *mountpoint;
 	char mountpoint_abs[PATH_MAX];
+	char output_dir_abs[PATH_MAX];
 	uint32_t linger_s;
 	size_t window;
 	char fuse_opts[2048]; /* -o options we pass on to libfuse */
@@ -419,6 +420,9 @@ static int daemonize(int *ready_fd)
 	}
 	close(pfd[0]);
 	setsid();
+	/* Hold no directory busy (every path was made absolute). */
+	if (chdir("/") < 0)
+		perror("iofs: chdir /");
 	*ready_fd = pfd[1];
 	return 0;
 }
@@ -467,6 +471,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iofs: %s: %s\n", o.mountpoint,
 			strerror(errno));
 		return 1;
+	}
+	if (o.output_dir && o.output_dir[0] != '/') {
+		char cwd[PATH_MAX];
+
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    (size_t)snprintf(o.output_dir_abs, sizeof(o.output_dir_abs),
+				     "%s/%s", cwd, o.output_dir) >=
+			sizeof(o.output_dir_abs)) {
+			fprintf(stderr,
+				"iofs: --output-dir %s: path too long\n",
+				o.output_dir);
+			return 1;
+		}
+		o.output_dir = o.output_dir_abs;
 	}
 	if (!o.foreground && daemonize(&ready_fd) < 0)
 		return 1;
