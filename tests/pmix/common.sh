@@ -48,6 +48,7 @@ finished() { ! kill -0 "$1" 2>/dev/null; }
 rank_state() { info_get "$MNT/$1/$2/info" state; }
 job_state() { info_get "$MNT/$1/info" state; }
 job_done() { [ -f "$MNT/$1/info" ] && [ "$(job_state "$1")" != running ]; }
+job_is() { [ "$(job_state "$1")" = "$2" ]; }
 state_is() { [ "$(rank_state "$1" "$2")" = "$3" ]; }
 info_at_least() {
 	local v

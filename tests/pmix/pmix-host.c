@@ -613,6 +613,10 @@ static int rank_spawn(struct rank *rk)
 		for (char **e = env; e && *e; e++)
 			putenv(*e);
 		signal(SIGPIPE, SIG_DFL);
+		/* like a real launcher: the rank must not inherit the server's
+		 * sockets (a tool's connection would outlive a killed server)
+		 */
+		close_range(3, ~0U, 0);
 		execl("/bin/sh", "sh", "-c", job->cmd, (char *)NULL);
 		_exit(127);
 	}
