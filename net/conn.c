@@ -55,18 +55,21 @@ static void send_frame(struct conn *c, const struct proto_frame *f)
 		evbuffer_add(out, f->data, f->len);
 	srv_log(c->srv, LOG_DEBUG, "conn %llu: sent %s rank %u",
 		(unsigned long long)c->id, proto_type_name(f->type), f->rank);
-	/* Protect our memory from a forwarder that does not read. */
-	if (evbuffer_get_length(out) > CONN_OUT_HIGH &&
-	    !(c->susp & CONN_SUSP_OUTBUF)) {
-		c->susp |= CONN_SUSP_OUTBUF;
-		bufferevent_disable(c->bev, EV_READ);
+	/* Protect our memory from a forwarder that does not read: hold its
+	 * stdin back early, stop reading it if the backlog still grows. */
+	size_t len = evbuffer_get_length(out);
+	if (len > CONN_STDIN_HIGH && !c->out_full) {
+		c->out_full = true;
 		for (uint32_t i = 0; i < c->rank_count; i++)
 			c->ranks[i].stdin_want |= STDIN_SUSP_OUTBUF;
+		conn_kick(c); /* stdin flow is applied outside router ops */
+	}
+	if (len > CONN_OUT_HIGH && !(c->susp & CONN_SUSP_OUTBUF)) {
+		c->susp |= CONN_SUSP_OUTBUF;
+		bufferevent_disable(c->bev, EV_READ);
 		srv_log(c->srv, LOG_INFO,
 			"conn %llu: %zu bytes queued toward %s: pausing it",
-			(unsigned long long)c->id, evbuffer_get_length(out),
-			c->peer);
-		conn_kick(c); /* stdin flow is applied outside router ops */
+			(unsigned long long)c->id, len, c->peer);
 	}
 }
 
@@ -387,7 +390,7 @@ static int on_rank_start(struct conn *c, const struct proto_frame *f)
 	}
 	cr->state = CRANK_RUNNING;
 	/* Output already backed up toward this forwarder: start XOFFed. */
-	if (c->susp & CONN_SUSP_OUTBUF)
+	if (c->out_full)
 		cr->stdin_want |= STDIN_SUSP_OUTBUF;
 	conn_kick(c);
 	return 0;
@@ -529,9 +532,10 @@ static void write_cb(struct bufferevent *bev, void *arg)
 		}
 		return;
 	}
-	if ((c->susp & CONN_SUSP_OUTBUF) &&
+	if ((c->out_full || (c->susp & CONN_SUSP_OUTBUF)) &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) <= CONN_OUT_LOW) {
 		c->susp &= ~CONN_SUSP_OUTBUF;
+		c->out_full = false;
 		for (uint32_t i = 0; i < c->rank_count; i++)
 			c->ranks[i].stdin_want &= ~STDIN_SUSP_OUTBUF;
 		conn_kick(c);

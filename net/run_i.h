@@ -23,8 +23,8 @@ struct evbuffer;
 #define RUN_READ_CHUNK		(128u << 10) /* one read() of a child's pipe */
 #define RUN_CREDIT_HIGH		(1u << 20) /* unacknowledged bytes: stop reading */
 #define RUN_CREDIT_LOW		(512u << 10) /* ... resume */
-#define RUN_STDIN_HIGH		(256u << 10) /* queued stdin: send XOFF(stdin) */
-#define RUN_STDIN_LOW		(64u << 10)  /* ... send XON(stdin) */
+#define RUN_STDIN_HIGH		(64u << 10) /* queued stdin: send XOFF(stdin) */
+#define RUN_STDIN_LOW		(16u << 10) /* ... send XON(stdin) */
 #define RUN_CONNECT_TIMEOUT_MS	5000
 #define RUN_FINAL_ACK_TIMEOUT_S 10
 

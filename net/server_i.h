@@ -21,11 +21,12 @@ struct event;
 struct evconnlistener;
 
 /* Watermarks protecting the daemon's memory (per connection). */
-#define CONN_DQ_HIGH  (8u << 20)   /* pending delivery bytes: stop reading */
-#define CONN_DQ_LOW   (2u << 20)   /* ... resume */
-#define CONN_OUT_HIGH (1u << 20)   /* output toward the forwarder: stop */
-#define CONN_OUT_LOW  (256u << 10) /* ... resume */
-#define CONN_IN_MAX   (2 * (PROTO_FRAME_MAX + PROTO_LEN_SIZE)) /* read buffer */
+#define CONN_DQ_HIGH	(8u << 20)   /* pending delivery bytes: stop reading */
+#define CONN_DQ_LOW	(2u << 20)   /* ... resume */
+#define CONN_OUT_HIGH	(1u << 20)   /* output toward the forwarder: stop */
+#define CONN_STDIN_HIGH (128u << 10) /* ... above this: XOFF its stdin */
+#define CONN_OUT_LOW	(32u << 10)  /* ... resume both */
+#define CONN_IN_MAX	(2 * (PROTO_FRAME_MAX + PROTO_LEN_SIZE)) /* read buffer */
 
 #define CONN_HELLO_TIMEOUT_S 10 /* accepted, no complete HELLO: drop */
 #define CONN_CLOSE_TIMEOUT_S 5	/* ERROR not taken by the peer: drop */
@@ -97,6 +98,7 @@ struct conn {
 	unsigned susp; /* CONN_SUSP_* */
 	bool closing;  /* ERROR queued: free once flushed */
 	bool dead;     /* closed, waiting for the kick to free it */
+	bool out_full; /* output > CONN_STDIN_HIGH: stdin XOFFed for it */
 
 	struct dq_entry *dq_head, *dq_tail; /* owned, in frame order */
 	size_t dq_bytes;

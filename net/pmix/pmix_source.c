@@ -321,6 +321,10 @@ static void pt_size(pmix_status_t status, pmix_value_t *kv, void *cbdata)
 		m->rank = kv->data.uint32;
 	else if (status == PMIX_SUCCESS)
 		m->status = PMIX_ERR_BAD_PARAM;
+	/* pitfall (measured with LeakSanitizer): 4.2.2 hands the value over
+	 * to the callback; it is ours to release */
+	if (kv)
+		PMIX_VALUE_RELEASE(kv);
 	ps_post(m);
 }
 
