@@ -86,6 +86,14 @@ int fs_reply_open(struct fs *fs, fuse_req_t req,
 	return rc;
 }
 
+int fs_ready(const fs_t *fs)
+{
+	if (fs->ready)
+		return 1;
+	return fs->exit_reported || (fs->se && fuse_session_exited(fs->se)) ? -1
+									    : 0;
+}
+
 size_t fs_open_count(const fs_t *fs)
 {
 	return fs->nopen;
@@ -458,7 +466,17 @@ static void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, 0);
 }
 
+static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fs *fs = userdata;
+
+	if (fs->max_read)
+		conn->max_read = fs->max_read;
+	fs->init_seen = true; /* fs_dev_cb: ready once the reply went out */
+}
+
 static const struct fuse_lowlevel_ops fs_file_ops = {
+    .init = fs_op_init,
     .lookup = fs_op_lookup,
     .forget = fs_op_forget,
     .forget_multi = fs_op_forget_multi,
@@ -506,6 +524,8 @@ static void fs_dev_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		fuse_session_process_buf(fs->se, &fs->buf);
+		if (fs->init_seen && !fuse_session_exited(fs->se))
+			fs->ready = true;
 		if (fuse_session_exited(fs->se)) {
 			fs_session_ended(fs);
 			return;
@@ -573,6 +593,7 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	fs->r = r;
 	fs->debug = cfg->debug;
 	fs->linger_s = cfg->linger_s;
+	fs->max_read = cfg->max_read;
 	fs->on_exit = cfg->on_exit;
 	fs->on_exit_ctx = cfg->on_exit_ctx;
 	fs->root.ino = FUSE_ROOT_ID;

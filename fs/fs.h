@@ -31,6 +31,7 @@ struct fs_config {
 	const char *fuse_opts;
 	bool debug;	   /* libfuse debug: log every request to stderr */
 	uint32_t linger_s; /* remove completed jobs after this; 0 = never */
+	uint32_t max_read; /* the "-o max_read=" value if given, else 0 */
 	/* Called once, on the loop thread, when the session ends by itself
 	 * (fusermount3 -u, umount, fatal device error).  May be NULL. */
 	void (*on_exit)(void *ctx);
@@ -51,6 +52,10 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
  * Returns 0, or -errno with a message in @err that says what to do.
  */
 int fs_mount(fs_t *fs, char *err, size_t errlen);
+
+/* After fs_mount(): 1 once the kernel's INIT was answered (the mount is
+ * usable), 0 while pending (run the loop), -1 if the session failed. */
+int fs_ready(const fs_t *fs);
 
 /*
  * Answer every parked request: reads get EOF, opens succeed, writes get the

@@ -125,10 +125,13 @@ struct fs {
 	char *mountpoint;
 	struct fuse_args args;
 	bool mounted;
-	bool shutdown; /* fs_shutdown() ran: answer at once, never park */
+	bool init_seen; /* the kernel's INIT reached our init op */
+	bool ready;	/* ... and was answered without ending the session */
+	bool shutdown;	/* fs_shutdown() ran: answer at once, never park */
 	bool exit_reported;
 	bool debug;
 	uint32_t linger_s;
+	uint32_t max_read;
 	uid_t uid; /* the daemon's, for the root directory */
 	gid_t gid;
 	struct timespec start;

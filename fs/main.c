@@ -35,8 +35,9 @@
 #include "net/pmix/pmix_source.h"
 #endif
 
-#define MAX_LISTEN 16
-#define GRACE_MS   2000 /* at most this long for open files to close */
+#define MAX_LISTEN	16
+#define GRACE_MS	2000  /* at most this long for open files to close */
+#define INIT_TIMEOUT_MS 10000 /* for the kernel INIT after mount */
 
 struct options {
 	bool foreground;
@@ -50,6 +51,7 @@ struct options {
 	char mountpoint_abs[PATH_MAX];
 	char output_dir_abs[PATH_MAX];
 	uint32_t linger_s;
+	uint32_t max_read;
 	size_t window;
 	char fuse_opts[2048]; /* -o options we pass on to libfuse */
 };
@@ -143,6 +145,19 @@ static int parse_o(struct options *o, char *arg)
 				return -1;
 			}
 			o->window = (size_t)v;
+		} else if (!strncmp(tok, "max_read=", 9)) {
+			/* libfuse 3.14 also needs conn->max_read in init */
+			if (!parse_u64(tok + 9, UINT32_MAX, &v) || v < 4096) {
+				fprintf(stderr,
+					"iofs: bad -o %s: give a byte count of "
+					"at least 4096\n",
+					tok);
+				return -1;
+			}
+			o->max_read = (uint32_t)v;
+			snprintf(o->fuse_opts + used,
+				 sizeof(o->fuse_opts) - used, "%s%s",
+				 used ? "," : "", tok);
 		} else if (!strcmp(tok, "allow_remote")) {
 			o->allow_remote_tcp = true;
 		} else if (used + strlen(tok) + 2 < sizeof(o->fuse_opts)) {
@@ -389,6 +404,39 @@ static void release_daemon(struct daemon *d)
 	d->base = NULL;
 }
 
+/* Run the loop until the kernel's INIT is answered, so "mounted" means
+ * usable (a bad option such as a max_read mismatch fails here). */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+static int wait_init(struct daemon *d, char *err, size_t errlen)
+{
+	uint64_t deadline = mono_ms() + INIT_TIMEOUT_MS;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+	/* a private wake-up: event_base_loopexit() would outlive this loop */
+	struct event *tick = event_new(d->base, -1, EV_PERSIST, on_tick, NULL);
+
+	if (!tick || event_add(tick, &tv) < 0) {
+		if (tick)
+			event_free(tick);
+		snprintf(err, errlen, "cannot create a timer");
+		return -ENOMEM;
+	}
+	while (fs_ready(d->fs) == 0 && !d->stopping && mono_ms() < deadline)
+		event_base_loop(d->base, EVLOOP_ONCE);
+	event_free(tick);
+	if (fs_ready(d->fs) == 1)
+		return 0;
+	snprintf(err, errlen,
+		 "the kernel did not initialise the mount (see the message "
+		 "above): check the -o options");
+	return -EIO;
+}
+
 /* Background: the parent waits for one status byte, then exits with it. */
 static int daemonize(int *ready_fd)
 {
@@ -510,6 +558,7 @@ int main(int argc, char **argv)
 		    .fuse_opts = o.fuse_opts,
 		    .debug = o.debug,
 		    .linger_s = o.linger_s,
+		    .max_read = o.max_read,
 		    .on_exit = on_fs_exit,
 		    .on_exit_ctx = &d,
 		};
@@ -522,6 +571,8 @@ int main(int argc, char **argv)
 		goto out_fail;
 	}
 	if (fs_mount(d.fs, err, sizeof(err)) < 0)
+		goto out_fail;
+	if (wait_init(&d, err, sizeof(err)) < 0)
 		goto out_fail;
 	if (start_sources(&d, err, sizeof(err)) < 0)
 		goto out_fail;

@@ -24,6 +24,12 @@ kill -0 "$DAEMON_PID" 2>/dev/null && fail "daemon still running after SIGTERM"
 DAEMON_PID=
 wait_for 5 eval '! is_mounted "$MNT"' || fail "mount left after SIGTERM"
 
+# -o max_read= (libfuse 3.14 needs it set in init too) mounts and serves
+start_daemon -o max_read=65536
+grep " $MNT " /proc/self/mountinfo | grep -q "max_read=65536" || fail "max_read not applied"
+ls "$MNT" >/dev/null || fail "mount with max_read unusable"
+stop_daemon
+
 # SIGINT in the foreground
 start_daemon
 kill -INT "$DAEMON_PID"

@@ -29,23 +29,8 @@ wait_for 5 file_has "$T/cat1" hi || fail "cat did not read the first line"
 interrupt_ends $P "cat parked in read"
 
 # writer: rank 0 does not read stdin yet, so writes park once buffers fill
-cat >"$T/writer.py" <<'PY'
-import os, signal, sys
-fd = os.open(sys.argv[1], os.O_WRONLY)
-buf = b"x" * (1 << 20)
-total = 0
-try:
-    while total < (64 << 20):
-        total += os.write(fd, buf)
-        open(sys.argv[2] + ".tmp", "w").write(str(total))
-        os.rename(sys.argv[2] + ".tmp", sys.argv[2])
-except (KeyboardInterrupt, BrokenPipeError) as e:
-    pass
-open(sys.argv[2] + ".tmp", "w").write(str(total))
-os.rename(sys.argv[2] + ".tmp", sys.argv[2])
-os.close(fd)
-PY
-env --default-signal=INT python3 "$T/writer.py" "$MNT/sig/0/stdin" "$T/written" &
+WRITER="$IOFS_BUILD_DIR/tests/fs/fs-writer"
+"$WRITER" "$MNT/sig/0/stdin" "$T/written" >/dev/null &
 W=$!
 track $W
 wait_for 10 test -s "$T/written" || fail "writer wrote nothing"
@@ -71,7 +56,7 @@ cat "$MNT/term/0/stdout" >"$T/term.out" &
 C=$!
 track $C
 wait_for 5 file_has "$T/term.out" hi || fail "term cat"
-python3 "$T/writer.py" "$MNT/term/0/stdin" "$T/twritten" &
+"$WRITER" "$MNT/term/0/stdin" "$T/twritten" >/dev/null &
 W=$!
 track $W
 wait_for 10 test -s "$T/twritten" || fail "term writer wrote nothing"
