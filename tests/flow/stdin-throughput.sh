@@ -8,7 +8,7 @@ SIZE=${FLOW_STDIN_BYTES:-1048576}
 "$PRODUCE" -n "$SIZE" -s 11 >"$T/in"
 start_daemon
 
-"$IOFS_RUN" --nspace fc1 --rank 0 -- "$PACE" -c 2K -d 3 -o "$T/got" -t 2>"$T/pace.err" &
+"$IOFS_RUN" --nspace fc1 --rank 0 -- "$PACE" -c 2K -d 3 -o "$T/got" -T "$T/pace.t" &
 RUN=$!
 track $RUN
 wait_for 10 test -e "$MNT/fc1/0/stdin" || fail "rank 0 stdin did not appear"
@@ -29,7 +29,8 @@ bytes=$(info_get "$INFO" stdin_bytes)
 [ "${xoff:-0}" -gt 0 ] || fail "flow control never engaged (stdin_xoff=$xoff): the case proved nothing"
 assert_eq "stdin XOFF == XON" "$xoff" "$xon"
 assert_eq "info stdin_bytes" "$SIZE" "$bytes"
-reader_s=$(awk '{print $2}' "$T/pace.err" | tail -n 1)
+reader_s=$(awk '{print $2}' "$T/pace.t")
+[ -n "$reader_s" ] || fail "no timing from the reading rank"
 writer_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 # Unthrottled, cat would finish in milliseconds.  Throttled, it ends when
 # the reader has consumed all but what the pipe + forwarder queue + socket
