@@ -49,6 +49,13 @@ echo "to all" >"$MNT/tee/stdin" || fail "broadcast write"
 wait_for 10 exited "$MNT/tee/info" || fail "broadcast EOF"
 assert_eq "broadcast rank 2" "to all" "$(cat "$T/tee.2")"
 
+# dd with 1 MiB records (O_TRUNC open, 1 MiB FUSE writes)
+"$PRODUCE" -n 3M -s 11 >"$T/dd.in"
+run_job dd 1 sh -c "cat > $T/dd.0"
+timeout 30 dd if="$T/dd.in" of="$MNT/dd/0/stdin" bs=1M status=none || fail "dd into stdin failed"
+wait_for 10 exited "$MNT/dd/0/info" || fail "dd rank no EOF"
+assert_eq "dd into stdin" "$(sha "$T/dd.in")" "$(sha "$T/dd.0")"
+
 # broadcast to live ranks, from two writers in order
 run_job bc 2 sh -c "cat > $T/bc.\$IOFS_RANK"
 exec 4>"$MNT/bc/stdin"
