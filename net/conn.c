@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -33,6 +34,18 @@ static void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
 static void conn_kick(struct conn *c)
 {
 	event_active(c->kick, EV_READ, 0);
+}
+
+/* Start/stop reading the socket (our own read event, see read_ev_cb). */
+static void conn_reading(struct conn *c, bool on)
+{
+	if (!c->rev || on == c->reading)
+		return;
+	c->reading = on;
+	if (on)
+		event_add(c->rev, c->dec.greeted ? NULL : &c->hello_tv);
+	else
+		event_del(c->rev);
 }
 
 static void send_frame(struct conn *c, const struct proto_frame *f)
@@ -66,7 +79,7 @@ static void send_frame(struct conn *c, const struct proto_frame *f)
 	}
 	if (len > CONN_OUT_HIGH && !(c->susp & CONN_SUSP_OUTBUF)) {
 		c->susp |= CONN_SUSP_OUTBUF;
-		bufferevent_disable(c->bev, EV_READ);
+		conn_reading(c, false);
 		srv_log(c->srv, LOG_INFO,
 			"conn %llu: %zu bytes queued toward %s: pausing it",
 			(unsigned long long)c->id, len, c->peer);
@@ -100,7 +113,7 @@ static void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
 				.msg_len = strlen(msg)};
 	send_frame(c, &f);
 	c->closing = true;
-	bufferevent_disable(c->bev, EV_READ);
+	conn_reading(c, false);
 	/* Free once the ERROR is flushed (write callback at 0 bytes), or
 	 * after CONN_CLOSE_TIMEOUT_S if the peer does not take it. */
 	struct timeval tv = {CONN_CLOSE_TIMEOUT_S, 0};
@@ -198,8 +211,10 @@ static void dq_pump(struct conn *c)
 		free(e);
 		moved = true;
 	}
-	if (moved)
-		send_ack(c);
+	if (moved) { /* one ACK per loop iteration: conn_service() sends it */
+		c->ack_pending = true;
+		conn_kick(c);
+	}
 	if ((c->susp & CONN_SUSP_DQ) && c->dq_bytes <= CONN_DQ_LOW) {
 		c->susp &= ~CONN_SUSP_DQ;
 		conn_kick(c);
@@ -216,8 +231,10 @@ static void dq_push(struct conn *c, struct dq_entry *e)
 	c->dq_tail = e;
 	if (!e->is_exit) {
 		c->dq_bytes += e->len;
-		if (c->dq_bytes > CONN_DQ_HIGH)
+		if (c->dq_bytes > CONN_DQ_HIGH) {
 			c->susp |= CONN_SUSP_DQ;
+			conn_reading(c, false);
+		}
 	}
 }
 
@@ -353,7 +370,8 @@ static int on_hello(struct conn *c, const struct proto_frame *f)
 		(unsigned long long)c->id, c->peer, c->nspace, c->rank_base,
 		c->rank_base + c->rank_count - 1, c->job_size, (int)h->host_len,
 		h->host, h->pid, c->uid);
-	bufferevent_set_timeouts(c->bev, NULL, NULL); /* greeted */
+	if (c->reading)
+		event_add(c->rev, NULL); /* greeted: no read timeout any more */
 	struct proto_frame w = {.type = PROTO_WELCOME,
 				.version = PROTO_VERSION,
 				.max_payload = PROTO_PAYLOAD_MAX};
@@ -468,7 +486,7 @@ static const struct frame_handler {
 
 static void process_input(struct conn *c)
 {
-	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct evbuffer *in = c->in;
 	char err[256];
 
 	while (!c->susp && !c->closing && !c->dead) {
@@ -514,9 +532,81 @@ static void process_input(struct conn *c)
 	}
 }
 
-static void read_cb(struct bufferevent *bev, void *arg)
+static void conn_lost_log(struct conn *c, const char *what)
 {
-	process_input(arg);
+	bool lost = false;
+
+	for (uint32_t i = 0; i < c->rank_count; i++)
+		if (c->ranks[i].state == CRANK_RUNNING &&
+		    !c->ranks[i].exit_queued)
+			lost = true;
+	srv_log(c->srv, lost ? LOG_WARNING : LOG_INFO,
+		"conn %llu (%s%s%s): %s%s", (unsigned long long)c->id, c->peer,
+		c->nspace[0] ? " job " : "", c->nspace, what,
+		lost ? "; its running ranks are lost" : "");
+	c->dead = true;
+	conn_reading(c, false);
+	conn_kick(c);
+}
+
+/*
+ * Socket reads.  libevent 2.1's bufferevents read at most 4 KiB per call
+ * (EVBUFFER_MAX_READ), one call per loop iteration; we read into our own
+ * evbuffer in CONN_READ_CHUNK pieces instead, until EAGAIN, a short read,
+ * CONN_READ_BURST bytes, or CONN_IN_MAX buffered.  The bufferevent only
+ * writes.
+ */
+static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	size_t burst = 0;
+
+	if (what & EV_TIMEOUT) {
+		srv_log(c->srv, LOG_WARNING,
+			"conn %llu (%s): no HELLO in time: dropped",
+			(unsigned long long)c->id, c->peer);
+		c->dead = true;
+		conn_reading(c, false);
+		conn_kick(c);
+		return;
+	}
+	while (burst < CONN_READ_BURST &&
+	       evbuffer_get_length(c->in) + CONN_READ_CHUNK <= CONN_IN_MAX) {
+		struct evbuffer_iovec v[2];
+		int nv = evbuffer_reserve_space(c->in, CONN_READ_CHUNK, v, 2);
+		if (nv < 0)
+			break;
+		struct iovec iov[2];
+		for (int i = 0; i < nv; i++) {
+			iov[i].iov_base = v[i].iov_base;
+			iov[i].iov_len = v[i].iov_len;
+		}
+		ssize_t n = readv(fd, iov, nv);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0) {
+			char why[128];
+			snprintf(why, sizeof(why),
+				 n == 0 ? "connection closed"
+					: "connection error: %s",
+				 strerror(errno));
+			conn_lost_log(c, why);
+			return;
+		}
+		size_t left = (size_t)n;
+		for (int i = 0; i < nv; i++) {
+			size_t take = left < v[i].iov_len ? left : v[i].iov_len;
+			v[i].iov_len = take;
+			left -= take;
+		}
+		evbuffer_commit_space(c->in, v, nv);
+		burst += (size_t)n;
+		if ((size_t)n < CONN_READ_CHUNK)
+			break;
+	}
+	process_input(c);
 }
 
 static void write_cb(struct bufferevent *bev, void *arg)
@@ -547,29 +637,15 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	struct conn *c = arg;
 
 	if (what & BEV_EVENT_TIMEOUT) {
-		srv_log(c->srv, LOG_WARNING, "conn %llu (%s): %s",
-			(unsigned long long)c->id, c->peer,
-			c->closing ? "peer does not take its ERROR: dropped"
-				   : "no HELLO in time: dropped");
+		srv_log(c->srv, LOG_WARNING,
+			"conn %llu (%s): peer does not take its ERROR: dropped",
+			(unsigned long long)c->id, c->peer);
 		c->dead = true;
 		conn_kick(c);
 		return;
 	}
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		bool lost = false;
-		for (uint32_t i = 0; i < c->rank_count; i++)
-			if (c->ranks[i].state == CRANK_RUNNING &&
-			    !c->ranks[i].exit_queued)
-				lost = true;
-		srv_log(c->srv, lost ? LOG_WARNING : LOG_INFO,
-			"conn %llu (%s%s%s): %s%s", (unsigned long long)c->id,
-			c->peer, c->nspace[0] ? " job " : "", c->nspace,
-			(what & BEV_EVENT_ERROR) ? "connection error"
-						 : "connection closed",
-			lost ? "; its running ranks are lost" : "");
-		c->dead = true;
-		conn_kick(c);
-	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		conn_lost_log(c, "connection error");
 }
 
 /* Deferred service: apply stdin flow, resume reading, free when dead. */
@@ -578,6 +654,10 @@ static void conn_service(struct conn *c)
 	if (c->dead) {
 		conn_destroy(c);
 		return;
+	}
+	if (c->ack_pending) {
+		c->ack_pending = false;
+		send_ack(c);
 	}
 	for (uint32_t i = 0; i < c->rank_count; i++) {
 		struct crank *cr = &c->ranks[i];
@@ -588,7 +668,7 @@ static void conn_service(struct conn *c)
 		router_stdin_flow(cr->rr, want);
 	}
 	if (!c->susp && !c->closing && c->bev) {
-		bufferevent_enable(c->bev, EV_READ);
+		conn_reading(c, true);
 		process_input(c);
 	}
 }
@@ -630,27 +710,33 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 		snprintf(c->peer, sizeof(c->peer), "tcp %s", who);
 	}
 	c->kick = event_new(s->base, -1, 0, kick_cb, c);
+	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, read_ev_cb, c);
+	c->in = evbuffer_new();
 	c->bev = bufferevent_socket_new(
 	    s->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->kick || !c->bev) {
+	if (!c->kick || !c->rev || !c->in || !c->bev) {
 		if (c->bev)
 			bufferevent_free(c->bev); /* closes fd */
 		else
 			close(fd);
 		if (c->kick)
 			event_free(c->kick);
+		if (c->rev)
+			event_free(c->rev);
+		if (c->in)
+			evbuffer_free(c->in);
 		free(c);
 		srv_log(s, LOG_ERR, "out of memory accepting a connection");
 		return NULL;
 	}
 	evutil_make_socket_nonblocking(fd);
 	net_tcp_tune(fd);
-	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
-	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_IN_MAX);
+	bufferevent_setcb(c->bev, NULL, write_cb, event_cb, c);
 	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_LOW, 0);
-	struct timeval tv = {CONN_HELLO_TIMEOUT_S, 0};
-	bufferevent_set_timeouts(c->bev, &tv, NULL);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	bufferevent_set_max_single_write(c->bev, CONN_WRITE_MAX);
+	bufferevent_enable(c->bev, EV_WRITE);
+	c->hello_tv.tv_sec = CONN_HELLO_TIMEOUT_S;
+	conn_reading(c, true);
 	c->next = s->conns;
 	if (s->conns)
 		s->conns->prev = c;
@@ -673,10 +759,15 @@ void conn_destroy(struct conn *c)
 	net_server_t *s = c->srv;
 
 	c->closing = true;
+	if (c->rev) {
+		event_free(c->rev); /* before the bufferevent closes the fd */
+		c->rev = NULL;
+	}
 	if (c->bev) {
 		bufferevent_free(c->bev);
 		c->bev = NULL;
 	}
+	evbuffer_free(c->in);
 	/* EXITs the forwarder did send are honoured, in order; bytes already
 	 * handed to the router stay there (their entries become orphans). */
 	while (c->dq_head) {

@@ -25,6 +25,8 @@ struct evbuffer;
 #define RUN_CREDIT_LOW		(512u << 10) /* ... resume */
 #define RUN_STDIN_HIGH		(64u << 10) /* queued stdin: send XOFF(stdin) */
 #define RUN_STDIN_LOW		(16u << 10) /* ... send XON(stdin) */
+#define RUN_SOCK_CHUNK		(256u << 10) /* one readv() of the socket */
+#define RUN_SOCK_BURST		(2u << 20)   /* per wake-up at most */
 #define RUN_CONNECT_TIMEOUT_MS	5000
 #define RUN_FINAL_ACK_TIMEOUT_S 10
 
@@ -86,7 +88,9 @@ struct run {
 	bool have_code;
 	/* link */
 	int link_fd;		 /* socket before the bufferevent takes it */
-	struct bufferevent *bev; /* NULL when not connected */
+	struct bufferevent *bev; /* output only, owns the fd; NULL if down */
+	struct event *rev;	 /* our read event on the socket */
+	struct evbuffer *in;	 /* bytes read, not yet decoded (owned) */
 	bool linked;		 /* HELLO accepted, connection alive */
 	bool warned;		 /* fallback warning printed */
 	bool failed_strict;	 /* --strict and the link failed */

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "net/proto.h"
 #include "net/server.h"
@@ -28,6 +29,9 @@ struct evconnlistener;
 #define CONN_OUT_LOW	(32u << 10)  /* ... resume both */
 #define CONN_IN_MAX	(2 * (PROTO_FRAME_MAX + PROTO_LEN_SIZE)) /* read buffer */
 
+#define CONN_READ_CHUNK	     (256u << 10) /* one readv() */
+#define CONN_READ_BURST	     (2u << 20)	  /* bytes read per wake-up at most */
+#define CONN_WRITE_MAX	     (1 << 20)	  /* bufferevent max single write */
 #define CONN_HELLO_TIMEOUT_S 10 /* accepted, no complete HELLO: drop */
 #define CONN_CLOSE_TIMEOUT_S 5	/* ERROR not taken by the peer: drop */
 
@@ -78,7 +82,12 @@ struct dq_entry {
 struct conn {
 	struct conn *next, *prev; /* server's list */
 	net_server_t *srv;
-	struct bufferevent *bev; /* NULL once closed */
+	struct bufferevent
+	    *bev;	     /* output only; owns the fd; NULL once closed */
+	struct event *rev;   /* our read event on the fd */
+	struct evbuffer *in; /* bytes read, not yet decoded (owned) */
+	bool reading;	     /* rev is added */
+	struct timeval hello_tv; /* read timeout until HELLO */
 	struct event *kick;	 /* deferred service (flow, resume, free) */
 	uint64_t id;
 	char peer[128]; /* for the log */
@@ -104,6 +113,7 @@ struct conn {
 	size_t dq_bytes;
 	uint64_t acked_bytes;
 	uint32_t exits_done;
+	bool ack_pending; /* counters moved since the last ACK */
 	uint64_t xoff_sent, xon_sent, frames_in;
 };
 

@@ -335,8 +335,10 @@ static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
 	if (!ps_op_claim(m))
 		return;
 	m->status = status;
+	m->len = refid;
 	ps_post(m);
 }
+
 
 /* ------------------------------------------------------------------------ */
 /* Loop thread                                                               */
@@ -366,7 +368,7 @@ static void start_pull(struct ps_job *job)
 	struct ps_msg *m;
 	pmix_status_t st;
 
-	if (job->pulling || job->ended || ps->lost)
+	if (job->pulling || job->size_pending || ps->lost)
 		return;
 	m = ps_op_new(ps, PS_MSG_PULLED);
 	if (!m)
@@ -408,8 +410,11 @@ static void request_size(struct ps_job *job)
 	}
 	st =
 	    PMIx_Get_nb(&m->proc, PMIX_JOB_SIZE, m->info, m->ninfo, pt_size, m);
-	if (st != PMIX_SUCCESS)
+	if (st != PMIX_SUCCESS) {
 		ps_op_abort(m); /* ranks then appear with their first output */
+		return;
+	}
+	job->size_pending = true;
 }
 
 /* A namespace the server runs: the job record, pulling its output. */
@@ -429,8 +434,10 @@ static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
 		       nspace);
 		return NULL;
 	}
-	start_pull(job);
+	/* the size first: every rank is then published (with the job size)
+	 * before its output, which the server keeps until we pull */
 	request_size(job);
+	start_pull(job);
 	return job;
 }
 
@@ -481,6 +488,13 @@ static void on_query(pmix_source_t *ps, struct ps_msg *m)
 			job->listed = true;
 	}
 	for (job = ps->jobs; job; job = job->next) {
+		if (job->size_pending &&
+		    ++job->size_wait > PS_SIZE_WAIT_QUERIES) {
+			ps_log("%s: no PMIX_JOB_SIZE answer: pulling anyway",
+			       job->nspace);
+			job->size_pending = false;
+			start_pull(job);
+		}
 		if (job->ended)
 			continue;
 		if (!job->listed) {
@@ -541,12 +555,19 @@ static void ps_dispatch(void *arg)
 		break;
 	case PS_MSG_SIZE:
 		job = ps_job_find(ps, m->nspace);
-		if (job && m->status == PMIX_SUCCESS)
+		if (!job)
+			break;
+		if (m->status == PMIX_SUCCESS)
 			ps_job_set_size(job, m->rank);
+		job->size_pending = false;
+		start_pull(job);
 		break;
 	case PS_MSG_PULLED:
 		job = ps_job_find(ps, m->nspace);
-		if (job && m->status != PMIX_SUCCESS) {
+		if (job && m->status == PMIX_SUCCESS) {
+			job->pulled = true;
+			job->iof_id = m->len;
+		} else if (job) {
 			ps_log("PMIx_IOF_pull %s refused: %s", m->nspace,
 			       PMIx_Error_string(m->status));
 			job->pulling = false;

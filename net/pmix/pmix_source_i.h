@@ -37,6 +37,9 @@ struct event_base;
 /* A job that vanished from PMIX_QUERY_NAMESPACES without a JOB_END event is
  * treated as ended (status unknown: 0) after this long. */
 #define PS_VANISH_GRACE_MS 3000
+/* Pull anyway when PMIX_JOB_SIZE is not answered within this many
+ * namespace queries. */
+#define PS_SIZE_WAIT_QUERIES 10
 /* Re-query the server's namespaces this often. */
 #define PS_REQUERY_MS 500
 
@@ -62,6 +65,10 @@ struct ps_job {
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t size; /* from PMIX_JOB_SIZE, 0 = unknown */
 	bool pulling;  /* PMIx_IOF_pull accepted */
+	bool pulled;   /* ... and registered: @iof_id is valid */
+	size_t iof_id; /* for PMIx_IOF_deregister at free */
+	bool size_pending;  /* PMIX_JOB_SIZE asked: pull after the answer */
+	unsigned size_wait; /* queries seen while waiting for it */
 	bool listed;   /* seen in the last namespace query */
 	bool ended;    /* JOB_END seen (or vanished) */
 	int end_code;
