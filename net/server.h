@@ -6,6 +6,7 @@
  * the router's latches into XOFF/XON frames.
  *
  * Runs on the daemon's single libevent loop; every call on that thread.
+ * The process must ignore SIGPIPE (a forwarder may vanish mid-write).
  */
 #ifndef IOFS_NET_SERVER_H
 #define IOFS_NET_SERVER_H

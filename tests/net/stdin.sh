@@ -60,6 +60,31 @@ assert_eq "stdin XOFF == XON" "$xo" "$xn"
 assert_eq "stdin_bytes" 4194304 "$(info_get "$MNT/slow/0/info" stdin_bytes)"
 log "slow rank: 4 MiB stdin, XOFF $xo XON $xn"
 
+# --- a forwarder that stops reading its socket: the daemon holds stdin
+# back (its own output watermark), its memory stays bounded, nothing lost
+"$IOFS_RUN" --nspace frozen -- sh -c 'sha256sum | cut -c1-64' &
+JOB=$!
+track $JOB
+wait_for 10 test -e "$MNT/frozen/0/stdin" || fail "job frozen did not appear"
+kill -STOP $JOB
+rss0=$(awk '/VmRSS/ {print $2}' /proc/$DAEMON_PID/status)
+timeout 60 cp "$T/c" "$MNT/frozen/0/stdin" &
+CP=$!
+track $CP
+wait_for 10 info_at_least frozen 0 stdin_xoff 1 || fail "no stdin hold-back toward a frozen forwarder"
+sleep 0.3
+kill -0 $CP || fail "4 MiB of stdin were buffered for a frozen forwarder"
+rss1=$(awk '/VmRSS/ {print $2}' /proc/$DAEMON_PID/status)
+[ $((rss1 - rss0)) -lt 8192 ] || fail "daemon grew by $((rss1 - rss0)) KiB for a frozen forwarder"
+pushed=$(info_get "$MNT/frozen/0/info" stdin_bytes)
+kill -CONT $JOB
+wait_for 60 finished $CP || fail "writer did not finish after the forwarder resumed"
+wait_for 30 finished $JOB || fail "frozen job did not end"
+assert_eq "frozen job status" 0 "$(rc_of $JOB)"
+assert_eq "frozen rank sha" "$(sha "$T/c")" "$(timeout 5 cat "$MNT/frozen/0/stdout")"
+assert_eq "frozen XOFF == XON" "$(info_get "$MNT/frozen/0/info" stdin_xoff)" "$(info_get "$MNT/frozen/0/info" stdin_xon)"
+log "frozen forwarder: $pushed bytes accepted while frozen, daemon RSS +$((rss1 - rss0)) KiB"
+
 # --- a rank that exits with its stdin backed up ---------------------------
 "$IOFS_RUN" --verbose --nspace quit -- sh -c "$(gate quit); exit 3" 2>"$T/quit.err" &
 JOB=$!
