@@ -7,7 +7,14 @@
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 
-start_daemon
+PORT=$((30000 + $$ % 20000))
+start_daemon --listen "tcp:127.0.0.1:$PORT"
+
+# --- loopback TCP is accepted without the allow-remote option -------------
+"$IOFS_RUN" --connect "tcp:127.0.0.1:$PORT" --nspace tcp1 -- sh -c 'printf "over tcp"'
+assert_eq "loopback TCP status" 0 $?
+assert_eq "loopback TCP output" "over tcp" "$(timeout 5 cat "$MNT/tcp1/0/stdout")"
+grep -q "conn .* (tcp 127.0.0.1:" "$T/iofs.log" || fail "daemon did not log the TCP peer"
 
 # --- -n 4: hello from every rank, exit codes, no trailing newline ---------
 "$IOFS_RUN" --nspace hello -n 4 -- sh -c \
