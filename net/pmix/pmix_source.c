@@ -339,7 +339,6 @@ static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
 	ps_post(m);
 }
 
-
 /* ------------------------------------------------------------------------ */
 /* Loop thread                                                               */
 

@@ -63,14 +63,14 @@ struct ps_job {
 	struct ps_job *next;
 	pmix_source_t *ps;
 	char nspace[ROUTER_NSPACE_MAX + 1];
-	uint32_t size; /* from PMIX_JOB_SIZE, 0 = unknown */
-	bool pulling;  /* PMIx_IOF_pull accepted */
-	bool pulled;   /* ... and registered: @iof_id is valid */
-	size_t iof_id; /* for PMIx_IOF_deregister at free */
+	uint32_t size;	    /* from PMIX_JOB_SIZE, 0 = unknown */
+	bool pulling;	    /* PMIx_IOF_pull accepted */
+	bool pulled;	    /* ... and registered: @iof_id is valid */
+	size_t iof_id;	    /* for PMIx_IOF_deregister at free */
 	bool size_pending;  /* PMIX_JOB_SIZE asked: pull after the answer */
 	unsigned size_wait; /* queries seen while waiting for it */
-	bool listed;   /* seen in the last namespace query */
-	bool ended;    /* JOB_END seen (or vanished) */
+	bool listed;	    /* seen in the last namespace query */
+	bool ended;	    /* JOB_END seen (or vanished) */
 	int end_code;
 	struct event *grace_ev; /* end grace / vanish timer */
 	bool vanishing;		/* grace_ev armed for a vanished job */

@@ -31,16 +31,15 @@ host_cmd "job ns1:4:sh $T/rank.sh"
 wait_for 20 test -e "$MNT/ns1/3/stdout" || fail "job ns1 did not appear in $MNT (got: $(ls "$MNT" 2>&1))"
 READERS=()
 for r in 0 1 2 3; do
-	cat "$MNT/ns1/$r/stdout" >"$T/got.$r.out" &
-	READERS+=($!)
-	cat "$MNT/ns1/$r/stderr" >"$T/got.$r.err" &
-	READERS+=($!)
+	start_reader "$MNT/ns1/$r/stdout" "$T/got.$r.out"
+	READERS+=("$READER_PID")
+	start_reader "$MNT/ns1/$r/stderr" "$T/got.$r.err"
+	READERS+=("$READER_PID")
 done
-cat "$MNT/ns1/stdout" >"$T/merged.out" &
-READERS+=($!)
-cat "$MNT/ns1/stderr" >"$T/merged.err" &
-READERS+=($!)
-for p in "${READERS[@]}"; do track "$p"; done
+start_reader "$MNT/ns1/stdout" "$T/merged.out"
+READERS+=("$READER_PID")
+start_reader "$MNT/ns1/stderr" "$T/merged.err"
+READERS+=("$READER_PID")
 touch "$T/go"
 for p in "${READERS[@]}"; do
 	wait_for 60 finished "$p" || fail "a reader did not reach EOF"

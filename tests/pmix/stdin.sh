@@ -19,8 +19,7 @@ start_pmix_daemon
 host_cmd "job ns2:4:sh $T/rank.sh"
 wait_for 20 test -e "$MNT/ns2/3/stdin" || fail "job ns2 did not appear"
 for r in 0 1 2 3; do
-	cat "$MNT/ns2/$r/stdout" >"$T/got.$r" &
-	track $!
+	start_reader "$MNT/ns2/$r/stdout" "$T/got.$r"
 done
 
 cat "$T/a" >"$MNT/ns2/1/stdin" &
