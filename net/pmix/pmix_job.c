@@ -398,6 +398,18 @@ static void rank_stdin_eof(void *ctx, router_rank_t *rr)
 
 void ps_push_done(pmix_source_t *ps, struct ps_rank *rk, size_t len, int status)
 {
+#if IOFS_PMIX_HAVE_IOF_XOFF
+	if (status == PMIX_ERR_IOF_XOFF) {
+		/* the server has the bytes and asks us to pause: hold this
+		 * rank's stdin a while (released by ps_flow_server_xon) */
+		struct timeval tv = {.tv_sec = 0,
+				     .tv_usec = PS_SERVER_XOFF_MS * 1000};
+		status = PMIX_SUCCESS;
+		rk->server_xoff = true;
+		if (!evtimer_pending(ps->xoff_ev, NULL))
+			evtimer_add(ps->xoff_ev, &tv);
+	}
+#endif
 	if (status != PMIX_SUCCESS && status != PMIX_OPERATION_SUCCEEDED)
 		ps_log("stdin push to %s/%u completed with %s (%zu bytes)",
 		       rk->job->nspace, rk->id, PMIx_Error_string(status), len);
@@ -416,7 +428,8 @@ void ps_flow_eval(pmix_source_t *ps)
 			bool want;
 			if (!rk || !rk->rr)
 				continue;
-			if (rk->stdin_inflight > PS_STDIN_HIGH)
+			if (rk->stdin_inflight > PS_STDIN_HIGH ||
+			    rk->server_xoff)
 				want = true;
 			else if (rk->stdin_inflight <= PS_STDIN_LOW)
 				want = false;
@@ -427,4 +440,15 @@ void ps_flow_eval(pmix_source_t *ps)
 			rk->stdin_xoff = want;
 			router_stdin_flow(rk->rr, want);
 		}
+}
+
+/* The server-XOFF hold expired: release every such latch (a server still
+ * behind answers the next push with XOFF again: oscillation, no loss). */
+void ps_flow_server_xon(pmix_source_t *ps)
+{
+	for (struct ps_job *job = ps->jobs; job; job = job->next)
+		for (size_t i = 0; i < job->nranks; i++)
+			if (job->ranks[i])
+				job->ranks[i]->server_xoff = false;
+	ps_flow_eval(ps);
 }

@@ -54,6 +54,8 @@ static void ps_destroy(pmix_source_t *ps)
 		event_free(ps->requery_ev);
 	if (ps->flow_ev)
 		event_free(ps->flow_ev);
+	if (ps->xoff_ev)
+		event_free(ps->xoff_ev);
 	pthread_mutex_destroy(&ps->lock);
 	free(ps);
 }
@@ -591,6 +593,11 @@ static void on_flow(evutil_socket_t fd, short what, void *arg)
 	ps_flow_eval(arg);
 }
 
+static void on_server_xon(evutil_socket_t fd, short what, void *arg)
+{
+	ps_flow_server_xon(arg);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Public API                                                                */
 
@@ -695,7 +702,8 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	pthread_mutex_init(&ps->lock, NULL);
 	ps->requery_ev = event_new(base, -1, EV_PERSIST, on_requery, ps);
 	ps->flow_ev = event_new(base, -1, 0, on_flow, ps);
-	if (!ps->requery_ev || !ps->flow_ev)
+	ps->xoff_ev = evtimer_new(base, on_server_xon, ps);
+	if (!ps->requery_ev || !ps->flow_ev || !ps->xoff_ev)
 		goto out_destroy;
 
 	st = PMIx_tool_init(&ps->me, info, n);
@@ -750,6 +758,7 @@ void pmix_source_free(pmix_source_t *ps)
 	pthread_mutex_unlock(&owner.lock);
 	event_del(ps->requery_ev);
 	event_del(ps->flow_ev);
+	event_del(ps->xoff_ev);
 	for (struct ps_job *job = ps->jobs; job; job = job->next)
 		ps_job_lost(job);
 	ps->closing = true;

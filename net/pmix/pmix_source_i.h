@@ -30,6 +30,9 @@ struct event_base;
  * XOFF; falling to LOW releases it. */
 #define PS_STDIN_HIGH (1u << 20)
 #define PS_STDIN_LOW  (PS_STDIN_HIGH / 2)
+/* With a libpmix that has PMIX_ERR_IOF_XOFF: a push answered with it holds
+ * that rank's stdin this long (PMIx has no "resume" status, seed 002). */
+#define PS_SERVER_XOFF_MS 100
 
 /* After JOB_END, a rank whose stdout/stderr have not completed yet waits at
  * most this long for them before it is marked exited anyway. */
@@ -56,6 +59,7 @@ struct ps_rank {
 	int code;
 	uint64_t stdin_inflight;    /* pushed bytes not yet acknowledged */
 	bool stdin_xoff;	    /* our router_stdin_flow() latch */
+	bool server_xoff;	    /* the server answered a push with XOFF */
 	uint64_t out_xoff, out_xon; /* router flow() calls, counted */
 };
 
@@ -89,6 +93,7 @@ struct pmix_source {
 	pmix_proc_t me;
 	struct event *requery_ev;
 	struct event *flow_ev; /* re-evaluate stdin latches, soon */
+	struct event *xoff_ev; /* ends the servers' stdin XOFFs (if any) */
 	struct ps_job *jobs;
 	pthread_mutex_t lock;	/* guards @pending (progress thread vs loop) */
 	struct ps_msg *pending; /* ops PMIx has not called back yet */
@@ -160,5 +165,6 @@ void ps_job_free(struct ps_job *job);
 void ps_push_done(pmix_source_t *ps, struct ps_rank *rk, size_t len,
 		  int status);
 void ps_flow_eval(pmix_source_t *ps);
+void ps_flow_server_xon(pmix_source_t *ps);
 
 #endif /* IOFS_PMIX_SOURCE_I_H */
