@@ -50,6 +50,7 @@ struct ps_job *ps_job_new(pmix_source_t *ps, const char *nspace)
 		return NULL;
 	}
 	job->ps = ps;
+	job->held_tail = &job->held;
 	snprintf(job->nspace, sizeof(job->nspace), "%s", nspace);
 	job->next = ps->jobs;
 	ps->jobs = job;
@@ -201,6 +202,23 @@ static void deliver_done(int status, void *cbdata)
 	ps_msg_free(cbdata);
 }
 
+void ps_job_release_held(struct ps_job *job)
+{
+	struct ps_msg *m = job->held;
+
+	job->held = NULL;
+	job->held_tail = &job->held;
+	while (m) {
+		struct ps_msg *next = m->next;
+		m->next = NULL;
+		if (job->ps->closing)
+			ps_msg_free(m);
+		else
+			ps_job_iof(job, m);
+		m = next;
+	}
+}
+
 void ps_job_iof(struct ps_job *job, struct ps_msg *m)
 {
 	struct ps_rank *rk = rank_get(job, m->rank);
@@ -208,6 +226,12 @@ void ps_job_iof(struct ps_job *job, struct ps_msg *m)
 	router_proc_t proc;
 	int rc;
 
+	if (job->size_pending && !job->ps->closing) {
+		/* publish the ranks with the job size first (kept in order) */
+		*job->held_tail = m;
+		job->held_tail = &m->next;
+		return;
+	}
 	if (!rk || router_proc_set(&proc, job->nspace, m->rank) != 0 ||
 	    (m->channel != ROUTER_CH_STDOUT && m->channel != ROUTER_CH_STDERR &&
 	     m->channel != ROUTER_CH_STDDIAG)) {

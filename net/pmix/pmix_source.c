@@ -495,6 +495,7 @@ static void on_query(pmix_source_t *ps, struct ps_msg *m)
 			       job->nspace);
 			job->size_pending = false;
 			start_pull(job);
+			ps_job_release_held(job);
 		}
 		if (job->ended)
 			continue;
@@ -562,6 +563,7 @@ static void ps_dispatch(void *arg)
 			ps_job_set_size(job, m->rank);
 		job->size_pending = false;
 		start_pull(job);
+		ps_job_release_held(job);
 		break;
 	case PS_MSG_PULLED:
 		job = ps_job_find(ps, m->nspace);
@@ -762,6 +764,8 @@ void pmix_source_free(pmix_source_t *ps)
 	for (struct ps_job *job = ps->jobs; job; job = job->next)
 		ps_job_lost(job);
 	ps->closing = true;
+	for (struct ps_job *job = ps->jobs; job; job = job->next)
+		ps_job_release_held(job); /* frees them: they hold references */
 	PMIx_tool_finalize();
 	/* ops PMIx never called back will not be now: reclaim them */
 	pthread_mutex_lock(&ps->lock);

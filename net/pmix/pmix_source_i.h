@@ -73,8 +73,10 @@ struct ps_job {
 	size_t iof_id;	    /* for PMIx_IOF_deregister at free */
 	bool size_pending;  /* PMIX_JOB_SIZE asked: pull after the answer */
 	unsigned size_wait; /* queries seen while waiting for it */
-	bool listed;	    /* seen in the last namespace query */
-	bool ended;	    /* JOB_END seen (or vanished) */
+	/* output that came before the size answer, delivered after it */
+	struct ps_msg *held, **held_tail;
+	bool listed; /* seen in the last namespace query */
+	bool ended;  /* JOB_END seen (or vanished) */
 	int end_code;
 	struct event *grace_ev; /* end grace / vanish timer */
 	bool vanishing;		/* grace_ev armed for a vanished job */
@@ -162,6 +164,8 @@ void ps_job_end(struct ps_job *job, int code);
 void ps_job_vanished(struct ps_job *job);
 void ps_job_lost(struct ps_job *job);
 void ps_job_free(struct ps_job *job);
+/* Deliver (or, closing, free) what was held for the size answer. */
+void ps_job_release_held(struct ps_job *job);
 void ps_push_done(pmix_source_t *ps, struct ps_rank *rk, size_t len,
 		  int status);
 void ps_flow_eval(pmix_source_t *ps);
