@@ -61,6 +61,11 @@ int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len)
 		st.stdout_xoff, st.stdout_xon, st.stderr_xoff, st.stderr_xon,
 		st.stdin_xoff, st.stdin_xon, st.dropped_bytes,
 		st.stdin_discarded);
+	/* The merged views have their own windows: what they lost is not
+	 * in dropped_bytes (the sum over the ranks' own streams). */
+	if (!rk)
+		fprintf(f, "merged_dropped_bytes: %" PRIu64 "\n",
+			st.merged_dropped_bytes);
 	if (fclose(f) != 0) {
 		free(*text);
 		*text = NULL;

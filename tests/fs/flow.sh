@@ -42,5 +42,16 @@ assert_eq "late reader gets the newest bytes" "$(tail -c $((4194304 - dropped)) 
 # a read at a discarded offset returns retained bytes, not an error
 timeout 10 dd if="$MNT/nor/0/stdout" of="$T/dd.out" bs=4096 skip=1 count=1 status=none || fail "dd at a discarded offset failed"
 assert_eq "dd at a discarded offset" 4096 "$(stat -c %s "$T/dd.out")"
+# the merged view loses bytes too without a reader: the job info says how
+# many (merged_dropped_bytes), and a late cat of it gets exactly the rest
+J=$MNT/nor/info
+mdropped=$(info_get "$J" merged_dropped_bytes)
+log "no reader: merged_dropped_bytes=$mdropped"
+[ -n "$mdropped" ] || fail "job info lacks merged_dropped_bytes"
+[ "$mdropped" -gt 0 ] || fail "merged view loss not counted"
+msize=$(stat -c %s "$MNT/nor/stdout")
+timeout 10 cat "$MNT/nor/stdout" >"$T/mlate.out" || fail "late cat of the merged view failed"
+assert_eq "late merged reader length" $((msize - mdropped)) "$(stat -c %s "$T/mlate.out")"
+[ -z "$(info_get "$MNT/nor/0/info" merged_dropped_bytes)" ] || fail "rank info has merged_dropped_bytes"
 stop_daemon
 log "ok"
