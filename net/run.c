@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -305,6 +306,21 @@ static void release_run(struct run *r)
 	free(r->scratch);
 }
 
+/* Three pipes per rank: -n 1000 needs more than the usual 1024 fds. */
+static void raise_nofile(struct run *r)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	r->nofile_soft = rl.rlim_cur; /* the ranks get this one back */
+	r->nofile_raised = rl.rlim_cur < rl.rlim_max;
+	if (r->nofile_raised) {
+		rl.rlim_cur = rl.rlim_max;
+		r->nofile_raised = setrlimit(RLIMIT_NOFILE, &rl) == 0;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct run run = {.link_fd = -1};
@@ -313,6 +329,7 @@ int main(int argc, char **argv)
 
 	if (parse_args(r, argc, argv) < 0)
 		return 2;
+	raise_nofile(r);
 	r->base = event_base_new();
 	r->scratch = malloc(RUN_READ_CHUNK);
 	r->kids = calloc(r->count, sizeof(*r->kids));

@@ -104,7 +104,9 @@ struct run {
 	bool finishing;
 	struct event *final_timer;
 	struct event *sigs[4];
-	uint8_t *scratch; /* RUN_READ_CHUNK bytes, owned */
+	uint8_t *scratch;	   /* RUN_READ_CHUNK bytes, owned */
+	unsigned long nofile_soft; /* RLIMIT_NOFILE soft limit at start */
+	bool nofile_raised;
 };
 
 void run_log(struct run *r, const char *fmt, ...)

@@ -587,7 +587,18 @@ static void ps_dispatch(void *arg)
 
 static void on_requery(evutil_socket_t fd, short what, void *arg)
 {
-	query_now(arg);
+	pmix_source_t *ps = arg;
+
+	/* a query PMIx never answers must not stop discovery: ask again (a
+	 * late answer is still handled, it only re-lists the namespaces) */
+	if (ps->query_inflight && ++ps->query_ticks > PS_QUERY_STUCK_TICKS) {
+		ps_log("namespace query unanswered for %u ms: asking again",
+		       PS_QUERY_STUCK_TICKS * PS_REQUERY_MS);
+		ps->query_inflight = false;
+	}
+	if (!ps->query_inflight)
+		ps->query_ticks = 0;
+	query_now(ps);
 }
 
 static void on_flow(evutil_socket_t fd, short what, void *arg)

@@ -43,6 +43,8 @@ struct event_base;
 /* Pull anyway when PMIX_JOB_SIZE is not answered within this many
  * namespace queries. */
 #define PS_SIZE_WAIT_QUERIES 10
+/* A namespace query unanswered for this many requery ticks is reissued. */
+#define PS_QUERY_STUCK_TICKS 20
 /* Re-query the server's namespaces this often. */
 #define PS_REQUERY_MS 500
 
@@ -92,6 +94,7 @@ struct pmix_source {
 	bool closing;	 /* pmix_source_free() ran: loop fns only unref */
 	bool lost;	 /* server gone: no more PMIx calls but finalize */
 	bool query_inflight;
+	unsigned query_ticks; /* requery ticks the current query has taken */
 	pmix_proc_t me;
 	struct event *requery_ev;
 	struct event *flow_ev; /* re-evaluate stdin latches, soon */
