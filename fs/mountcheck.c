@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,20 @@ int fs_check_mountpoint(const char *path, char *err, size_t errlen)
 			 "install fuse3, or in a container pass --device "
 			 "/dev/fuse",
 			 strerror(e));
+		return -e;
+	}
+	/* fusermount3 opens the device with the caller's own rights. */
+	if (geteuid() != 0 && access("/dev/fuse", R_OK | W_OK) != 0) {
+		int e = errno;
+		struct passwd *pw = getpwuid(geteuid());
+
+		snprintf(err, errlen,
+			 "/dev/fuse (mode %04o) is not readable and writable "
+			 "by %s: ask the administrator to make it 0666 "
+			 "(chmod 0666 /dev/fuse, the fuse3 default), or mount "
+			 "as root",
+			 (unsigned)(st.st_mode & 07777),
+			 pw ? pw->pw_name : "this user");
 		return -e;
 	}
 	if (stat(path, &st) != 0) {

@@ -29,6 +29,24 @@ expect_err 1 "" "$IOFS" -f --listen "bogus:addr" "$MNT"
 # help and version
 "$IOFS" --help | grep -q "usage: iofs" || fail "--help"
 "$IOFS" --version | grep -q "^iofs [0-9]" || fail "--version"
+# the help names every -o option iofs itself understands and the default
+# address of a non-root user
+for w in linger= window= max_read= allow_remote /tmp/iofs-UID.sock; do
+	"$IOFS" --help | grep -q -- "$w" || fail "--help lacks $w"
+done
+
+# a user who may not open /dev/fuse (mode 0600, as in some containers) is
+# told so, not "see the message above"
+NOGROUP=$(id -gn nobody)
+if ! setpriv --reuid=nobody --regid="$NOGROUP" --clear-groups test -r /dev/fuse -a -w /dev/fuse; then
+	mkdir "$T/nmnt"
+	chown nobody "$T/nmnt"
+	chmod 755 "$T"
+	expect_err 1 "/dev/fuse.*not.*nobody.*0666" \
+		setpriv --reuid=nobody --regid="$NOGROUP" --clear-groups \
+		env XDG_RUNTIME_DIR= "$IOFS" -f --listen "unix:$T/nmnt.sock" "$T/nmnt"
+	! is_mounted "$T/nmnt" || fail "nobody's failed mount stayed"
+fi
 
 # already mounted
 start_daemon
