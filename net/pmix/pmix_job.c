@@ -392,11 +392,15 @@ static int push(struct ps_rank *rk, const void *bytes, size_t len, bool eof)
 	/* pitfall: never the blocking form (NULL cbfunc): it hangs in 4.2.2 */
 /* GCC 12 false positive: it sizes &m->proc as its first member (the
  * 256-byte nspace) after PMIX_LOAD_PROCID */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
 	st =
 	    PMIx_IOF_push(&m->proc, 1, &m->bo, m->info, m->ninfo, pt_pushed, m);
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 	if (st != PMIX_SUCCESS) {
 		ps_log("PMIx_IOF_push to %s/%u: %s", rk->job->nspace, rk->id,
 		       PMIx_Error_string(st));

@@ -378,12 +378,16 @@ static void start_pull(struct ps_job *job)
 	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
 /* GCC 12 false positive: it sizes &m->proc as its first member (the
  * 256-byte nspace) after PMIX_LOAD_PROCID */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
 	st = PMIx_IOF_pull(&m->proc, 1, NULL, 0,
 			   PMIX_FWD_STDOUT_CHANNEL | PMIX_FWD_STDERR_CHANNEL,
 			   pt_iof, pt_pulled, m);
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 	if (st != PMIX_SUCCESS) {
 		ps_log("PMIx_IOF_pull %s: %s (retried at the next query)",
 		       job->nspace, PMIx_Error_string(st));
