@@ -259,14 +259,23 @@ static int deliver(struct conn *c, uint32_t idx, uint32_t channel,
 		   const uint8_t *bytes, size_t len, bool complete)
 {
 	struct crank *cr = &c->ranks[idx];
-	struct dq_entry *e = malloc(sizeof(*e) + len);
+	struct dq_entry *e = c->frame_entry;
 	router_proc_t proc;
 
-	if (!e) {
-		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-		return -1;
+	if (e) { /* the frame was read straight into an entry: no copy */
+		c->frame_entry = NULL;
+	} else {
+		e = malloc(sizeof(*e) + len);
+		if (!e) {
+			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+			return -1;
+		}
+		memset(e, 0, sizeof(*e));
+		if (len)
+			memcpy(e->bytes, bytes, len);
+		bytes = e->bytes;
 	}
-	memset(e, 0, sizeof(*e));
+	e->payload = bytes;
 	e->rank_idx = idx;
 	e->len = len;
 	e->dirs = c->dirs;
@@ -274,10 +283,8 @@ static int deliver(struct conn *c, uint32_t idx, uint32_t channel,
 		e->dirs.set |= ROUTER_DIR_COMPLETE;
 		e->dirs.value |= ROUTER_DIR_COMPLETE;
 	}
-	if (len)
-		memcpy(e->bytes, bytes, len);
 	router_proc_set(&proc, c->nspace, cr->rank);
-	int rc = router_deliver(c->srv->router, &proc, channel, e->bytes, len,
+	int rc = router_deliver(c->srv->router, &proc, channel, e->payload, len,
 				&e->dirs, deliver_cb, e);
 	if (rc != ROUTER_SUCCESS) {
 		free(e);
@@ -484,6 +491,12 @@ static const struct frame_handler {
 /* ------------------------------------------------------------------------ */
 /* Input                                                                     */
 
+static void release_frame_entry(struct conn *c)
+{
+	free(c->frame_entry);
+	c->frame_entry = NULL;
+}
+
 static void process_input(struct conn *c)
 {
 	struct evbuffer *in = c->in;
@@ -501,8 +514,25 @@ static void process_input(struct conn *c)
 		const uint8_t *p = evbuffer_pullup(in, (ssize_t)need);
 		rc = proto_decode(&c->dec, p, need, &f, &consumed, err,
 				  sizeof(err));
+		bool direct = false;
 		if (rc == PROTO_NEED_MORE && consumed <= avail &&
-		    consumed > need) {
+		    consumed > need && p[PROTO_LEN_SIZE] == PROTO_DATA) {
+			/* DATA: move the frame out of the input buffer into the
+			 * delivery entry itself (one copy, no pullup). */
+			need = consumed;
+			c->frame_entry = malloc(sizeof(*c->frame_entry) + need);
+			if (!c->frame_entry) {
+				conn_fail(c, PROTO_REFUSED_ROUTER,
+					  "out of memory");
+				return;
+			}
+			memset(c->frame_entry, 0, sizeof(*c->frame_entry));
+			evbuffer_remove(in, c->frame_entry->bytes, need);
+			direct = true;
+			rc = proto_decode(&c->dec, c->frame_entry->bytes, need,
+					  &f, &consumed, err, sizeof(err));
+		} else if (rc == PROTO_NEED_MORE && consumed <= avail &&
+			   consumed > need) {
 			need = consumed;
 			p = evbuffer_pullup(in, (ssize_t)need);
 			rc = proto_decode(&c->dec, p, need, &f, &consumed, err,
@@ -511,6 +541,7 @@ static void process_input(struct conn *c)
 		if (rc == PROTO_NEED_MORE)
 			return;
 		if (rc != PROTO_OK) {
+			release_frame_entry(c);
 			conn_fail(c, (uint32_t)rc, "%s: %s", proto_strerror(rc),
 				  err);
 			return;
@@ -521,12 +552,15 @@ static void process_input(struct conn *c)
 			(unsigned long long)c->id, h->name ? h->name : "?",
 			f.rank, f.len);
 		if (!h->fn) { /* the decoder's direction check prevents this */
+			release_frame_entry(c);
 			conn_fail(c, PROTO_ERR_DIRECTION, "no handler for %s",
 				  proto_type_name(f.type));
 			return;
 		}
 		rc = h->fn(c, &f);
-		evbuffer_drain(in, consumed);
+		release_frame_entry(c); /* if the handler did not take it */
+		if (!direct)
+			evbuffer_drain(in, consumed);
 		if (rc < 0)
 			return;
 	}

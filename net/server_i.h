@@ -75,6 +75,7 @@ struct dq_entry {
 	uint32_t rank_idx;
 	int exit_status; /* EXIT: router convention */
 	size_t len;
+	const uint8_t *payload;	  /* into bytes[]: the frame or a copy */
 	router_directives_t dirs; /* kept alive for router_deliver() */
 	uint8_t bytes[];
 };
@@ -113,7 +114,8 @@ struct conn {
 	size_t dq_bytes;
 	uint64_t acked_bytes;
 	uint32_t exits_done;
-	bool ack_pending; /* counters moved since the last ACK */
+	bool ack_pending;	      /* counters moved since the last ACK */
+	struct dq_entry *frame_entry; /* DATA frame being dispatched (owned) */
 	uint64_t xoff_sent, xon_sent, frames_in;
 };
 

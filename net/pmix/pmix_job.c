@@ -39,11 +39,10 @@ struct ps_job *ps_job_new(pmix_source_t *ps, const char *nspace)
 {
 	struct ps_job *job;
 
-	if (!router_nspace_valid(nspace, strlen(nspace)))
-		return NULL;
 	job = calloc(1, sizeof(*job));
 	if (!job)
 		return NULL;
+	job->ignored = !router_nspace_valid(nspace, strlen(nspace));
 	job->grace_ev = evtimer_new(ps->base, on_grace, job);
 	if (!job->grace_ev) {
 		free(job);

@@ -431,11 +431,14 @@ static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
 		return NULL;
 	job = ps_job_find(ps, nspace);
 	if (job)
-		return job;
+		return job->ignored ? NULL : job;
 	job = ps_job_new(ps, nspace);
 	if (!job) {
-		ps_log("ignoring namespace '%s': not a valid directory name "
-		       "or out of memory",
+		ps_log("namespace '%s' not followed: out of memory", nspace);
+		return NULL;
+	}
+	if (job->ignored) { /* remembered, so this is said once */
+		ps_log("ignoring namespace '%s': not a valid directory name",
 		       nspace);
 		return NULL;
 	}

@@ -85,6 +85,7 @@ struct ps_job {
 	struct ps_rank **ranks; /* indexed by rank id; entries may be NULL */
 	size_t nranks;		/* length of @ranks */
 	bool warned_flow;
+	bool ignored; /* not a valid directory name: never pulled */
 };
 
 struct pmix_source {
