@@ -496,6 +496,8 @@ static void on_query(pmix_source_t *ps, struct ps_msg *m)
 			job->listed = true;
 	}
 	for (job = ps->jobs; job; job = job->next) {
+		if (job->ignored)
+			continue;
 		if (job->size_pending &&
 		    ++job->size_wait > PS_SIZE_WAIT_QUERIES) {
 			ps_log("%s: no PMIX_JOB_SIZE answer: pulling anyway",

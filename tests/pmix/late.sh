@@ -20,10 +20,20 @@ for r in 0 1 2; do
 	assert_eq "second rank $r status" "$r" "$(info_get "$MNT/second/$r/info" exit_status)"
 done
 
+# a namespace that cannot be a directory name is ignored, with a message
+host_cmd "job bad/name:1:sleep 2"
+host_cmd "job afterbad:1:echo fine"
+wait_for 20 job_done afterbad || fail "job after a bad namespace not picked up"
+assert_eq "afterbad output" fine "$(cat "$MNT/afterbad/0/stdout")"
+wait_for 10 grep -q "ignoring namespace .bad/name." "$T/iofs.log" || fail "no message for the bad namespace"
+daemon_alive || fail "daemon died on a bad namespace"
+
 wait_for 20 job_done timed || fail "timed job not picked up"
 for r in 0 1; do
 	assert_eq "timed rank $r" "timed $r" "$(cat "$MNT/timed/$r/stdout")"
 done
-assert_eq "jobs" "first second timed" "$(ls "$MNT" | sort | xargs)"
+# listed by several queries while it ran: said once
+assert_eq "bad namespace messages" 1 "$(grep -c "ignoring namespace" "$T/iofs.log")"
+assert_eq "jobs" "afterbad first second timed" "$(ls "$MNT" | sort | xargs)"
 stop_daemon
-log "ok: 3 jobs after attach"
+log "ok: 4 jobs after attach, a bad namespace ignored"
