@@ -52,5 +52,25 @@ assert_eq "other job state" exited "$(rank_state other 0)"
 "$IOFS_RUN" --nspace victim -- echo reborn
 assert_eq "reuse after lost" reborn "$(timeout 5 cat "$MNT/victim/0/stdout")"
 daemon_alive || fail "daemon died"
+
+# --- the daemon goes away under running forwarders ------------------------
+"$IOFS_RUN" --nspace soft -- sh -c "echo one; $(gate soft-go); echo two" >"$T/soft.out" 2>"$T/soft.err" &
+SOFT=$!
+track $SOFT
+"$IOFS_RUN" --strict --nspace hard -- sh -c "echo one; exec sleep 30" >"$T/hard.out" 2>"$T/hard.err" &
+HARD=$!
+track $HARD
+wait_for 10 size_is "$MNT/soft/0/stdout" 4 || fail "job soft did not start"
+wait_for 10 size_is "$MNT/hard/0/stdout" 4 || fail "job hard did not start"
+hard_pid=$(info_get "$MNT/hard/0/info" pid)
+track "$hard_pid"
 stop_daemon
+touch "$T/soft-go"
+wait_for 10 finished $SOFT || fail "forwarder did not survive the daemon's exit"
+assert_eq "soft status" 0 "$(rc_of $SOFT)"
+assert_eq "soft falls back" two "$(cat "$T/soft.out")"
+assert_eq "soft warned once" 1 "$(grep -c iofs-run "$T/soft.err")"
+wait_for 10 finished $HARD || fail "--strict forwarder did not end when the daemon went away"
+assert_eq "--strict status" 1 "$(rc_of $HARD)"
+wait_for 10 finished "$hard_pid" || fail "--strict forwarder left its rank running"
 log "ok"
