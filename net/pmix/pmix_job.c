@@ -72,8 +72,17 @@ static struct ps_rank *rank_get(struct ps_job *job, uint32_t id)
 {
 	struct ps_rank *rk;
 
-	if (id > ROUTER_RANK_MAX)
+	/* PMIx's special ranks (wildcard, undef, local peers, ...) are not
+	 * ranks; the table is indexed by rank, so bound it */
+	if (id >= PMIX_RANK_VALID || id >= PS_MAX_RANKS) {
+		if (!job->warned_rank) {
+			job->warned_rank = true;
+			ps_log("%s: ignoring rank %u (beyond %u or a special "
+			       "PMIx rank)",
+			       job->nspace, id, PS_MAX_RANKS);
+		}
 		return NULL;
+	}
 	if (id >= job->nranks) {
 		size_t n = job->nranks ? job->nranks : 8;
 		while (n <= id)
@@ -141,8 +150,13 @@ static void rank_register(struct ps_rank *rk)
 
 void ps_job_set_size(struct ps_job *job, uint32_t size)
 {
-	if (size == 0 || size > ROUTER_RANK_MAX)
+	if (size == 0)
 		return;
+	if (size > PS_MAX_RANKS) {
+		ps_log("%s: job size %u: following its first %u ranks only",
+		       job->nspace, size, PS_MAX_RANKS);
+		size = PS_MAX_RANKS;
+	}
 	job->size = size;
 	for (uint32_t r = 0; r < size; r++) {
 		struct ps_rank *rk = rank_get(job, r);
@@ -222,6 +236,7 @@ void ps_job_iof(struct ps_job *job, struct ps_msg *m)
 {
 	struct ps_rank *rk = rank_get(job, m->rank);
 	bool complete = router_dir_on(&m->dirs, ROUTER_DIR_COMPLETE);
+	uint32_t channel = m->channel; /* @m may be freed below */
 	router_proc_t proc;
 	int rc;
 
@@ -238,7 +253,7 @@ void ps_job_iof(struct ps_job *job, struct ps_msg *m)
 		return;
 	}
 	rank_register(rk);
-	rc = router_deliver(job->ps->r, &proc, m->channel, m->bytes, m->len,
+	rc = router_deliver(job->ps->r, &proc, channel, m->bytes, m->len,
 			    &m->dirs, deliver_done, m);
 	if (rc != ROUTER_SUCCESS) {
 		ps_log("deliver %s/%u: %s", job->nspace, m->rank,
@@ -246,9 +261,9 @@ void ps_job_iof(struct ps_job *job, struct ps_msg *m)
 		ps_msg_free(m);
 	}
 	if (complete) {
-		if (m->channel == ROUTER_CH_STDOUT)
+		if (channel == ROUTER_CH_STDOUT)
 			rk->out_done = true;
-		else if (m->channel == ROUTER_CH_STDERR)
+		else if (channel == ROUTER_CH_STDERR)
 			rk->err_done = true;
 		rank_maybe_exit(rk, false);
 	}

@@ -45,6 +45,8 @@ struct event_base;
 #define PS_SIZE_WAIT_QUERIES 10
 /* A namespace query unanswered for this many requery ticks is reissued. */
 #define PS_QUERY_STUCK_TICKS 20
+/* Ranks per job iofs follows (the rank table is indexed by rank). */
+#define PS_MAX_RANKS (1u << 22)
 /* Re-query the server's namespaces this often. */
 #define PS_REQUERY_MS 500
 
@@ -85,6 +87,7 @@ struct ps_job {
 	struct ps_rank **ranks; /* indexed by rank id; entries may be NULL */
 	size_t nranks;		/* length of @ranks */
 	bool warned_flow;
+	bool warned_rank;
 	bool ignored; /* not a valid directory name: never pulled */
 };
 
