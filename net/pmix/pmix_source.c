@@ -744,6 +744,8 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	pthread_mutex_lock(&owner.lock);
 	owner.owner = ps;
 	pthread_mutex_unlock(&owner.lock);
+	ps_log("attached to %s as tool %s.%u (%s)", server, ps->me.nspace,
+	       ps->me.rank, PMIx_Get_version());
 
 	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
 	st =
