@@ -18,10 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FS_ROOT_MODE	       (S_IFDIR | 01777) /* sticky: owners remove their jobs */
-#define FS_DIR_MODE	       (S_IFDIR | 0750)
-#define FS_STREAM_MODE	       (S_IFREG | 0440)
-#define FS_STDIN_MODE	       (S_IFREG | 0200)
+#define FS_ROOT_MODE   (S_IFDIR | 01777) /* sticky: owners remove their jobs */
+#define FS_DIR_MODE    (S_IFDIR | 0750)
+#define FS_STREAM_MODE (S_IFREG | 0440)
+/* Writable by the owner; reading gives EOF at once (see fs_stdin_open). */
+#define FS_STDIN_MODE	       (S_IFREG | 0640)
 #define FS_INFO_MODE	       (S_IFREG | 0440)
 #define FS_CHILD_ENTRY_TIMEOUT 1.0 /* a job's children never change */
 #define FS_SWEEP_MS	       1000
@@ -99,9 +100,26 @@ size_t fs_open_count(const fs_t *fs)
 	return fs->nopen;
 }
 
+/* An info file whose job or rank has ended no longer changes. */
+static bool info_settled(const struct fs_inode *in,
+			 const struct router_stats *job_stats)
+{
+	struct router_stats rs;
+	router_rank_t *rk;
+
+	if (in->rank == ROUTER_RANK_WILDCARD)
+		return job_stats->state != ROUTER_STATE_RUNNING;
+	rk = router_job_rank(in->job, in->rank);
+	if (!rk)
+		return false;
+	router_rank_stats(rk, &rs);
+	return rs.state != ROUTER_STATE_RUNNING;
+}
+
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 {
 	struct router_stream_attr sa = {0};
+	uint64_t mtime;
 	struct router_stats stats;
 
 	memset(st, 0, sizeof(*st));
@@ -149,8 +167,20 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		if (fs_info_render(in->job, in->rank, &text, &len) == 0)
 			st->st_size = (off_t)len;
 		free(text);
-		clock_gettime(CLOCK_REALTIME, &st->st_mtim);
-		st->st_ctim = st->st_atim = st->st_mtim;
+		if (info_settled(in, &stats)) {
+			/* Settled content, settled times: tar and rsync
+			 * would see a file "changed as we read it". */
+			router_stream_attr(in->job, in->rank, ROUTER_CH_STDOUT,
+					   &sa);
+			mtime = sa.mtime_ns;
+			router_stream_attr(in->job, in->rank, ROUTER_CH_STDERR,
+					   &sa);
+			set_time_ns(st,
+				    sa.mtime_ns > mtime ? sa.mtime_ns : mtime);
+		} else {
+			clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+			st->st_ctim = st->st_atim = st->st_mtim;
+		}
 		break;
 	}
 	case FS_K_ROOT:

@@ -214,6 +214,10 @@ void fs_stdin_shutdown(struct fs_stdin *w);
 int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len);
 void fs_info_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 		  struct fuse_file_info *fi);
+/* An O_RDONLY open of a stdin file: an empty snapshot (reads give EOF at
+ * once, so cp -r, tar and rsync of a job work); not a writer. */
+void fs_info_open_empty(struct fs *fs, fuse_req_t req,
+			struct fuse_file_info *fi);
 void fs_info_read(struct fs_info *f, fuse_req_t req, size_t size, off_t off);
 void fs_info_release(struct fs_info *f);
 

@@ -104,6 +104,22 @@ void fs_info_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 		fs_info_release(f);
 }
 
+void fs_info_open_empty(struct fs *fs, fuse_req_t req,
+			struct fuse_file_info *fi)
+{
+	struct fs_info *f = calloc(1, sizeof(*f));
+
+	if (!f) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	f->base.kind = FS_K_INFO;
+	fi->direct_io = 1;
+	fi->fh = (uintptr_t)f;
+	if (fs_reply_open(fs, req, fi) != 0)
+		fs_info_release(f);
+}
+
 void fs_info_read(struct fs_info *f, fuse_req_t req, size_t size, off_t off)
 {
 	if (off < 0 || (size_t)off >= f->len) {

@@ -80,6 +80,10 @@ void fs_stdin_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 	struct fs_stdin *w;
 	int rc;
 
+	if ((fi->flags & O_ACCMODE) == O_RDONLY) {
+		fs_info_open_empty(fs, req, fi);
+		return;
+	}
 	if ((fi->flags & O_ACCMODE) != O_WRONLY) {
 		fuse_reply_err(req, EACCES);
 		return;

@@ -29,10 +29,13 @@ track $!
 wait_for 10 test -d "$MNT/nj/0" || fail "nobody's job did not appear: $(cat "$T/nj.err")"
 assert_eq "owner" "nobody $NOGROUP" "$(stat -c '%U %G' "$MNT/nj/0/stdout")"
 assert_eq "stdout mode" 440 "$(stat -c %a "$MNT/nj/0/stdout")"
-assert_eq "stdin mode" 200 "$(stat -c %a "$MNT/nj/0/stdin")"
+assert_eq "stdin mode" 640 "$(stat -c %a "$MNT/nj/0/stdin")"
 assert_eq "dir mode" 750 "$(stat -c %a "$MNT/nj")"
 assert_eq "owner reads" mine "$(as_nobody timeout 5 head -n 1 "$MNT/nj/0/stdout")"
 as_nobody sh -c "echo in > $MNT/nj/0/stdin" || fail "owner cannot write its stdin"
+as_nobody timeout 5 cat "$MNT/nj/0/stdin" >"$T/nstdin" || fail "owner cannot read (EOF) its stdin"
+assert_eq "owner reads its stdin: EOF" 0 "$(stat -c %s "$T/nstdin")"
+if as_other cat "$MNT/nj/0/stdin" 2>/dev/null; then fail "another user opened nobody's stdin"; fi
 if as_other cat "$MNT/nj/0/stdout" 2>"$T/err"; then fail "another user read nobody's stdout"; fi
 grep -q "Permission denied" "$T/err" || fail "other read: $(cat "$T/err")"
 if as_other rmdir "$MNT/nj" 2>/dev/null; then fail "another user removed nobody's job"; fi

@@ -1,6 +1,7 @@
 #!/bin/bash
 # stdin files: one write, several writes through a held fd (FIFO EOF rule),
-# EPIPE after exit, wrong-direction opens, tee to several ranks, broadcast,
+# EPIPE after exit, reading stdin (EOF), cp -r and tar of a job,
+# wrong-direction opens, tee to several ranks, broadcast,
 # and back-pressure: a slow rank makes the writer take proportionally long,
 # and every byte arrives once (sha256), XOFF/XON counted and paired.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
@@ -30,9 +31,25 @@ exec 3>&-
 wait_for 10 exited "$MNT/in/1/info" || fail "rank 1 did not get EOF"
 assert_eq "rank 1 stdin" "$(printf 'a\nb')" "$(cat "$T/in.1")"
 
-# wrong direction: EACCES (even for root)
-if cat "$MNT/in/1/stdin" 2>"$T/err"; then fail "read of stdin succeeded"; fi
-grep -q "Permission denied" "$T/err" || fail "read stdin: $(cat "$T/err")"
+# reading a stdin file gives end of file at once (so cp -r, tar, rsync and
+# grep -r of a job work) and is not a writer: it neither delays nor
+# causes the rank's EOF; O_RDWR and writing stdout/info: EACCES
+run_job rd 1 sh -c "cat > $T/rd.0"
+exec 4<"$MNT/rd/0/stdin" || fail "open of stdin for reading failed"
+assert_eq "read of stdin" "" "$(timeout 5 cat <&4)"
+assert_eq "no EOF from a reader of stdin" running "$(info_get "$MNT/rd/0/info" state)"
+echo last >"$MNT/rd/0/stdin" || fail "write with a reader of stdin open"
+wait_for 10 exited "$MNT/rd/0/info" || fail "a reader of stdin held the EOF back"
+exec 4<&-
+assert_eq "rank stdin with a reader open" last "$(cat "$T/rd.0")"
+assert_eq "stdin mode" "-rw-r-----" "$(stat -c %A "$MNT/rd/0/stdin")"
+if python3 -c "import os,sys; os.open(sys.argv[1], os.O_RDWR)" "$MNT/rd/0/stdin" 2>"$T/err"; then fail "O_RDWR open of stdin succeeded"; fi
+grep -q "Permission denied" "$T/err" || fail "O_RDWR stdin: $(cat "$T/err")"
+# cp -r of the completed job: exit 0, exact bytes, empty stdin files
+timeout 20 cp -r "$MNT/in" "$T/copy" 2>"$T/err" || fail "cp -r of a completed job: $(cat "$T/err")"
+assert_eq "cp -r stdout" "$(sha "$MNT/in/1/stdout")" "$(sha "$T/copy/1/stdout")"
+assert_eq "cp -r stdin" 0 "$(stat -c %s "$T/copy/1/stdin")"
+timeout 20 tar -C "$MNT" -cf "$T/in.tar" in 2>"$T/err" || fail "tar of a completed job: $(cat "$T/err")"
 if echo x 2>"$T/err" >"$MNT/in/1/stdout"; then fail "write of stdout succeeded"; fi
 grep -q "Permission denied" "$T/err" || fail "write stdout: $(cat "$T/err")"
 if echo x 2>"$T/err" >"$MNT/in/info"; then fail "write of info succeeded"; fi
