@@ -66,4 +66,27 @@ stop_daemon
 wait_for 5 finished $C || fail "parked reader not answered at SIGTERM"
 assert_eq "reader status at SIGTERM (EOF)" 0 "$(rc_of $C)"
 wait_for 5 finished $W || fail "parked writer not answered at SIGTERM"
+
+# umount with a reader open: plain unmount is refused (busy), nothing
+# changes; lazy unmount detaches at once, the reader still gets the rest
+# and EOF, and the daemon exits 0 when it closes
+start_daemon
+run_job um 1 sh -c "echo one; $(gate um-go); echo two"
+cat "$MNT/um/0/stdout" >"$T/um.out" &
+C=$!
+track $C
+wait_for 5 file_has "$T/um.out" one || fail "um cat"
+if fusermount3 -u "$MNT" 2>"$T/err"; then fail "unmount with a reader open succeeded"; fi
+grep -q "busy" "$T/err" || fail "busy unmount: $(cat "$T/err")"
+is_mounted "$MNT" || fail "refused unmount lost the mount"
+kill -0 "$DAEMON_PID" || fail "refused unmount ended the daemon"
+fusermount3 -uz "$MNT" || fail "lazy unmount failed"
+! is_mounted "$MNT" || fail "lazy unmount left the mount"
+touch "$T/um-go"
+wait_for 10 finished $C || fail "reader did not end after a lazy unmount"
+assert_eq "reader after lazy unmount" "$(printf 'one\ntwo')" "$(cat "$T/um.out")"
+assert_eq "reader status" 0 "$(rc_of $C)"
+wait_for 10 finished "$DAEMON_PID" || fail "daemon did not exit after a lazy unmount"
+assert_eq "daemon status after a lazy unmount" 0 "$(rc_of "$DAEMON_PID")"
+DAEMON_PID=
 log "ok"
