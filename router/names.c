@@ -11,6 +11,12 @@ bool router_nspace_valid(const char *nspace, size_t len)
 		return false;
 	if (memchr(nspace, '\0', len) || memchr(nspace, '/', len))
 		return false;
+	/* Control bytes (newline, escape, DEL...) would break the "key:
+	 * value" lines of info files and the merged views' line tags. */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)nspace[i] < 0x20 ||
+		    (unsigned char)nspace[i] == 0x7f)
+			return false;
 	if ((len == 1 && nspace[0] == '.') ||
 	    (len == 2 && nspace[0] == '.' && nspace[1] == '.'))
 		return false;

@@ -88,7 +88,8 @@ typedef struct router_proc {
 	uint32_t rank; /* or ROUTER_RANK_WILDCARD where allowed */
 } router_proc_t;
 
-/* 1-255 bytes, no '/', no NUL inside, not "." or "..". */
+/* 1-255 bytes, no '/', no control byte (< 0x20, 0x7f; so no NUL), not
+ * "." or "..". */
 bool router_nspace_valid(const char *nspace, size_t len);
 
 /* Fill *proc; ROUTER_ERR_BAD_PARAM on an invalid nspace. */

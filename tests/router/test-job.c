@@ -32,6 +32,17 @@ static void names(void **state)
 	assert_true(router_nspace_valid("...", 3));
 	assert_false(router_nspace_valid("a/b", 3));
 	assert_false(router_nspace_valid("a\0b", 3));
+	/* control bytes would break info's "key: value" lines and the
+	 * merged views' tags; spaces, UTF-8 and punctuation are fine */
+	assert_false(router_nspace_valid("a\nb", 3));
+	assert_false(router_nspace_valid("a\rb", 3));
+	assert_false(router_nspace_valid("\tab", 3));
+	assert_false(router_nspace_valid("a\x7f", 2));
+	assert_false(router_nspace_valid("\x1b[1m", 4));
+	assert_true(router_nspace_valid("my job", 6));
+	assert_true(router_nspace_valid("j\303\266b", 4));
+	assert_true(router_nspace_valid("q\"<&]", 5));
+	assert_int_equal(router_proc_set(&p, "a\nb", 0), ROUTER_ERR_BAD_PARAM);
 	memset(long_ns, 'x', sizeof(long_ns));
 	assert_true(router_nspace_valid(long_ns, 255));
 	assert_false(router_nspace_valid(long_ns, 256));
