@@ -307,7 +307,13 @@ static void on_fs_exit(void *ctx)
 	daemon_stop(ctx, true);
 }
 
-static int start_sources(struct daemon *d, char *err, size_t errlen)
+/*
+ * Before the mount: --output-dir (so it sees every byte) and the PMIx
+ * source.  PMIx_tool_init blocks the loop, and looking for a server it
+ * walks the tmpdir tree (stat of every entry): a live mount under it
+ * would wait for this very thread, forever.
+ */
+static int start_pmix(struct daemon *d, char *err, size_t errlen)
 {
 	struct options *o = d->opt;
 	int rc;
@@ -317,6 +323,29 @@ static int start_sources(struct daemon *d, char *err, size_t errlen)
 		if (rc < 0)
 			return rc;
 	}
+	if (o->pmix) {
+#if IOFS_FS_WITH_PMIX
+		rc = pmix_source_new(d->base, d->r, o->pmix, err, errlen,
+				     &d->pmix);
+		if (rc < 0)
+			return rc;
+#else
+		snprintf(
+		    err, errlen,
+		    "--pmix: this iofs was built without PMIx support: "
+		    "install libpmix-dev and reconfigure with -Dpmix=enabled");
+		return -ENOTSUP;
+#endif
+	}
+	return 0;
+}
+
+/* After the kernel's INIT: the listeners. */
+static int start_listeners(struct daemon *d, char *err, size_t errlen)
+{
+	struct options *o = d->opt;
+	int rc;
+
 #if IOFS_FS_WITH_NET
 	{
 		struct net_server_config nc = {
@@ -346,20 +375,7 @@ static int start_sources(struct daemon *d, char *err, size_t errlen)
 		return -ENOTSUP;
 	}
 #endif
-	if (o->pmix) {
-#if IOFS_FS_WITH_PMIX
-		rc = pmix_source_new(d->base, d->r, o->pmix, err, errlen,
-				     &d->pmix);
-		if (rc < 0)
-			return rc;
-#else
-		snprintf(
-		    err, errlen,
-		    "--pmix: this iofs was built without PMIx support: "
-		    "install libpmix-dev and reconfigure with -Dpmix=enabled");
-		return -ENOTSUP;
-#endif
-	}
+	(void)rc;
 	return 0;
 }
 
@@ -572,11 +588,13 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "cannot install signal handlers");
 		goto out_fail;
 	}
+	if (start_pmix(&d, err, sizeof(err)) < 0)
+		goto out_fail;
 	if (fs_mount(d.fs, err, sizeof(err)) < 0)
 		goto out_fail;
 	if (wait_init(&d, err, sizeof(err)) < 0)
 		goto out_fail;
-	if (start_sources(&d, err, sizeof(err)) < 0)
+	if (start_listeners(&d, err, sizeof(err)) < 0)
 		goto out_fail;
 	if (o.foreground)
 		fprintf(stderr, "iofs: mounted %s\n", o.mountpoint_abs);

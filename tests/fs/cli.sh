@@ -52,6 +52,19 @@ if ! setpriv --reuid=nobody --regid="$NOGROUP" --clear-groups test -r /dev/fuse 
 	! is_mounted "$T/nmnt" || fail "nobody's failed mount stayed"
 fi
 
+# --pmix with no server, the mountpoint under the PMIx tmpdir (/tmp): PMIx
+# searches that tree for rendezvous files, so a live mount there must not
+# be waiting for its own daemon (it hung, unkillable but by SIGKILL)
+rc=0
+TMPDIR=/tmp timeout -s KILL 20 "$IOFS" -f --listen "unix:$T/px.sock" --pmix pid:1 "$MNT" \
+	>"$T/out" 2>"$T/err" || rc=$?
+[ $rc -ne 137 ] || fail "--pmix pid:1 with the mount under /tmp hung (killed after 20 s)"
+if ! grep -q "built without PMIx" "$T/err"; then
+	[ $rc -eq 1 ] || fail "--pmix pid:1: exit $rc, expected 1 ($(cat "$T/err"))"
+	grep -q "cannot attach" "$T/err" || fail "--pmix pid:1: $(cat "$T/err")"
+fi
+! is_mounted "$MNT" || fail "--pmix failure left a mount"
+
 # already mounted
 start_daemon
 expect_err 1 "already a mount point.*fusermount3 -u" "$IOFS" -f --listen "unix:$T/other.sock" "$MNT"
