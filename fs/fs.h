@@ -83,4 +83,11 @@ void fs_free(fs_t *fs);
  */
 int fs_check_mountpoint(const char *path, char *err, size_t errlen);
 
+/*
+ * Is @path (absolute or relative, need not exist) @mount_abs or below it,
+ * symlinks of its existing part resolved?  @mount_abs: a realpath().  A
+ * socket or output file there would be served by the daemon to itself.
+ */
+bool fs_path_inside(const char *mount_abs, const char *path);
+
 #endif /* IOFS_FS_H */

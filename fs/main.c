@@ -518,6 +518,38 @@ static void report_ready(struct daemon *d, int *ready_fd, unsigned char st)
 	*ready_fd = -1;
 }
 
+/* A socket or --output-dir inside the mountpoint would be served by this
+ * daemon to itself: its only thread would wait for itself, forever. */
+static int check_paths(const struct options *o)
+{
+	const char *env = getenv("IOFS_ADDR");
+	const char *what = NULL, *path = NULL;
+
+	if (o->output_dir && fs_path_inside(o->mountpoint_abs, o->output_dir)) {
+		what = "--output-dir";
+		path = o->output_dir;
+	}
+	for (size_t i = 0; !what && i < o->nlisten; i++) {
+		if (!strncmp(o->listen[i], "unix:", 5) &&
+		    fs_path_inside(o->mountpoint_abs, o->listen[i] + 5)) {
+			what = "--listen";
+			path = o->listen[i] + 5;
+		}
+	}
+	if (!what && !o->nlisten && env && !strncmp(env, "unix:", 5) &&
+	    fs_path_inside(o->mountpoint_abs, env + 5)) {
+		what = "$IOFS_ADDR";
+		path = env + 5;
+	}
+	if (!what)
+		return 0;
+	fprintf(stderr,
+		"iofs: %s %s is inside the mountpoint %s: choose a path "
+		"outside it\n",
+		what, path, o->mountpoint_abs);
+	return -EINVAL;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
@@ -552,6 +584,8 @@ int main(int argc, char **argv)
 		}
 		o.output_dir = o.output_dir_abs;
 	}
+	if (check_paths(&o) < 0)
+		return 1;
 	if (!o.foreground && daemonize(&ready_fd) < 0)
 		return 1;
 

@@ -132,3 +132,39 @@ int fs_check_mountpoint(const char *path, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+bool fs_path_inside(const char *mount_abs, const char *path)
+{
+	char buf[PATH_MAX], real[PATH_MAX], full[2 * PATH_MAX + 2];
+	const char *rest = "";
+	size_t n = strlen(mount_abs);
+	char *slash;
+
+	if (strlen(path) >= sizeof(buf))
+		return false;
+	strcpy(buf, path);
+	/* Resolve the longest existing prefix, keep the rest as written. */
+	while (!realpath(buf[0] ? buf : ".", real)) {
+		if (!buf[0])
+			return false; /* not even the cwd resolves */
+		slash = strrchr(buf, '/');
+		if (!slash) {
+			rest = path;
+			buf[0] = '\0';
+			continue;
+		}
+		if (slash == buf) {
+			strcpy(real, "/");
+			rest = path + 1;
+			break;
+		}
+		*slash = '\0';
+		rest = path + (slash - buf) + 1;
+	}
+	snprintf(full, sizeof(full), "%s%s%s", real,
+		 rest[0] && strcmp(real, "/") ? "/" : "", rest);
+	if (n == 1 && mount_abs[0] == '/')
+		return true;
+	return !strncmp(full, mount_abs, n) &&
+	       (full[n] == '\0' || full[n] == '/');
+}

@@ -6,7 +6,7 @@
 expect_err() {
 	local want=$1 pat=$2 rc=0
 	shift 2
-	timeout 10 "$@" >"$T/out" 2>"$T/err" || rc=$?
+	timeout -k 2 10 "$@" >"$T/out" 2>"$T/err" || rc=$?
 	[ "$rc" -eq "$want" ] || fail "'$*': exit $rc, expected $want ($(cat "$T/err"))"
 	grep -qi -- "$pat" "$T/err" || fail "'$*': message lacks '$pat': $(cat "$T/err")"
 	[ -n "$DAEMON_PID" ] || ! is_mounted "$MNT" || fail "'$*' left a mount"
@@ -64,6 +64,16 @@ if ! grep -q "built without PMIx" "$T/err"; then
 	grep -q "cannot attach" "$T/err" || fail "--pmix pid:1: $(cat "$T/err")"
 fi
 ! is_mounted "$MNT" || fail "--pmix failure left a mount"
+
+# a socket or an --output-dir inside the mountpoint would be served by the
+# daemon to itself (it hung): refused up front, nothing mounted
+expect_err 1 "inside the mountpoint" "$IOFS" -f --listen "unix:$MNT/s.sock" "$MNT"
+expect_err 1 "inside the mountpoint" env IOFS_ADDR="unix:$MNT/sub/s.sock" "$IOFS" -f "$MNT"
+expect_err 1 "inside the mountpoint" "$IOFS" -f --listen "unix:$T/ok.sock" --output-dir "$MNT/out" "$MNT"
+expect_err 1 "inside the mountpoint" "$IOFS" -f --listen "unix:$T/ok.sock" --output-dir "$MNT" "$MNT"
+ln -s "$MNT" "$T/mlink"
+expect_err 1 "inside the mountpoint" "$IOFS" -f --listen "unix:$T/ok.sock" --output-dir "$T/mlink/x/y" "$MNT"
+[ ! -e "$MNT/out" ] || fail "a refused --output-dir was created"
 
 # already mounted
 start_daemon
