@@ -72,9 +72,16 @@ static void set_time_ns(struct stat *st, uint64_t ns)
 bool fs_job_running(router_job_t *job)
 {
 	struct router_stats stats;
+	size_t n = router_job_rank_count(job);
 
-	router_job_stats(job, &stats);
-	return stats.state == ROUTER_STATE_RUNNING;
+	/* A rank still runs; not "the job is not complete": a job short of
+	 * its announced size whose ranks all ended can be removed. */
+	for (size_t i = 0; i < n; i++) {
+		router_rank_stats(router_job_rank_at(job, i), &stats);
+		if (stats.state == ROUTER_STATE_RUNNING)
+			return true;
+	}
+	return false;
 }
 
 int fs_reply_open(struct fs *fs, fuse_req_t req,
@@ -569,8 +576,12 @@ static bool fs_linger_one(struct fs *fs, uint64_t now)
 	for (router_job_t *job = router_job_first(fs->r); job;
 	     job = router_job_next(job)) {
 		struct fs_inode *in;
+		struct router_stats st;
 
-		if (fs_job_running(job))
+		/* Complete, not just idle: ranks of a job short of its
+		 * size may still be starting. */
+		router_job_stats(job, &st);
+		if (st.state == ROUTER_STATE_RUNNING)
 			continue;
 		in = fs_inode_ensure(&fs->it, FS_K_JOB, job,
 				     ROUTER_RANK_WILDCARD);

@@ -260,14 +260,22 @@ uint32_t router_rank_id(const router_rank_t *rank)
 	return rank->id;
 }
 
+static void job_check_complete(router_job_t *job);
+
 int router_job_remove(router_t *r, router_job_t *job)
 {
 	if (!r || !job || job->r != r)
 		return ROUTER_ERR_BAD_PARAM;
 	if (job->removed)
 		return ROUTER_ERR_NOT_FOUND;
-	if (!job->complete)
+	if (job->running)
 		return ROUTER_ERR_BUSY;
+	/* Every known rank ended but the announced size was never reached
+	 * (a rank that never started): the owner gives up on the rest. */
+	if (!job->complete) {
+		job->job_size = (uint32_t)job->nranks;
+		job_check_complete(job);
+	}
 	job_unlink(job);
 	return ROUTER_SUCCESS;
 }

@@ -287,8 +287,9 @@ router_rank_t *router_job_rank(const router_job_t *job, uint32_t rank);
 router_job_t *router_rank_job(const router_rank_t *rank);
 uint32_t router_rank_id(const router_rank_t *rank);
 
-/* Remove a completed job from the registry (rmdir).  ROUTER_ERR_BUSY while
- * any rank runs.  Open readers keep their references. */
+/* Remove a job from the registry (rmdir).  ROUTER_ERR_BUSY while any rank
+ * runs.  A job whose ranks all ended short of its job_size is completed
+ * first (merged views reach EOF).  Open readers keep their references. */
 int router_job_remove(router_t *r, router_job_t *job);
 
 struct router_stats {

@@ -35,6 +35,28 @@ test ! -e "$MNT/r" || fail "job still there after rm -r"
 assert_eq "ls after rm -r" "" "$(ls -A "$MNT")"
 assert_eq "reader after removal" run2 "$(cat <&5)"
 exec 5<&-
+
+# a job that never reaches its size (ranks 1 and 2 of 3 never start): while
+# rank 0 runs rm -r is refused; once it ended rm -r removes the job and a
+# cat of the merged view, waiting for the missing ranks, gets EOF
+"$IOFS_RUN" --connect "$ADDR" --nspace short --rank 0 --size 3 -- sh -c "echo only; $(gate short-end)" \
+	>"$T/short.out" 2>&1 &
+SP=$!
+track $SP
+wait_for 10 file_has "$MNT/short/0/stdout" only || fail "short job did not appear"
+timeout 20 cat "$MNT/short/stdout" >"$T/short.cat" &
+C=$!
+track $C
+if rm -r "$MNT/short" 2>/dev/null; then fail "rm -r of a running rank's job succeeded"; fi
+test -d "$MNT/short/0" || fail "refused rm -r changed the job"
+touch "$T/short-end"
+wait_for 10 finished $SP || fail "short job's iofs-run did not end"
+assert_eq "job of 1 of 3 ranks" running "$(info_get "$MNT/short/info" state)"
+rm -r "$MNT/short" 2>"$T/err" || fail "rm -r of a job short of its size: $(cat "$T/err")"
+test ! -e "$MNT/short" || fail "short job still there after rm -r"
+wait_for 5 finished $C || fail "merged reader not ended by the removal"
+assert_eq "merged reader status" 0 "$(rc_of $C)"
+assert_eq "merged reader" "[short,0]<stdout>: only" "$(cat "$T/short.cat")"
 stop_daemon
 
 # linger

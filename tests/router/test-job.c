@@ -174,6 +174,49 @@ static void job_size_holds_completion(void **state)
 	h_free(h);
 }
 
+/* A job whose ranks have all ended but never reached its announced size
+ * (a rank that never started) can still be removed: rmdir completes it
+ * (merged readers get EOF), and a late rank starts a new run. */
+static void remove_incomplete_job(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job;
+	router_reader_t *rd;
+	struct router_stats st;
+	struct iovec iov[2];
+	int cnt;
+	size_t n;
+	char buf[64];
+	uint64_t off = 0;
+
+	(void)state;
+	h_reg(h, "inc", 0, 3);
+	job = router_job_lookup(h->r, "inc");
+	assert_int_equal(router_reader_open(job, ROUTER_RANK_WILDCARD,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	h_puts(h, "inc", 0, "x\n");
+	assert_int_equal(router_job_remove(h->r, job), ROUTER_ERR_BUSY);
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_RUNNING); /* 1 of 3 known */
+	assert_int_equal(router_job_remove(h->r, job), 0);
+	assert_true(router_job_removed(job));
+	assert_null(router_job_lookup(h->r, "inc"));
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_EXITED);
+	assert_true(h_drain(rd, &off, buf, sizeof(buf)) > 0);
+	assert_int_equal(
+	    router_reader_read(rd, off, sizeof(buf), iov, &cnt, &n),
+	    ROUTER_SUCCESS);
+	assert_int_equal(n, 0); /* EOF, not "try again" */
+	router_reader_close(rd);
+	h_reg(h, "inc", 1, 3);
+	assert_ptr_not_equal(router_job_lookup(h->r, "inc"), job);
+	h_free(h);
+}
+
 static void iteration_and_refs(void **state)
 {
 	struct h *h = h_new(NULL);
@@ -281,6 +324,7 @@ int main(void)
 	    cmocka_unit_test(names),
 	    cmocka_unit_test(lifecycle_and_stats),
 	    cmocka_unit_test(job_size_holds_completion),
+	    cmocka_unit_test(remove_incomplete_job),
 	    cmocka_unit_test(iteration_and_refs),
 	    cmocka_unit_test(attrs),
 	    cmocka_unit_test(memory_per_idle_rank),
