@@ -83,5 +83,17 @@ assert_eq "job stdout_bytes" 48 "$(info_get "$MNT/s/info" stdout_bytes)"
 for k in pid host stdin_bytes stdout_xoff stdout_xon stderr_xoff stderr_xon stdin_xoff stdin_xon dropped_bytes; do
 	[ -n "$(info_get "$I" $k)" ] || fail "info lacks $k"
 done
+# mmap fails cleanly (ENODEV, direct_io) and leaves the file readable
+python3 - "$MNT/s/0/stdout" >"$T/mmap" 2>&1 <<'PY' || fail "mmap check: $(cat "$T/mmap")"
+import errno, mmap, sys
+with open(sys.argv[1], "rb") as f:
+    try:
+        mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        sys.exit("mmap succeeded")
+    except OSError as e:
+        if e.errno != errno.ENODEV:
+            sys.exit("mmap: %s" % e)
+    assert f.read(6) == b"first ", "read after mmap"
+PY
 stop_daemon
 log "ok"
