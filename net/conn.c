@@ -156,8 +156,14 @@ static int op_stdin_write(void *ctx, router_rank_t *rank, const void *bytes,
 		struct proto_frame f = {
 		    .type = PROTO_STDIN, .rank = cr->rank, .data = p, .len = n};
 		send_frame(c, &f);
+		cr->stdin_sent += n;
 		p += n;
 		len -= n;
+	}
+	if (cr->stdin_sent - cr->stdin_acked > CONN_STDIN_CREDIT &&
+	    !(cr->stdin_want & STDIN_SUSP_CREDIT)) {
+		cr->stdin_want |= STDIN_SUSP_CREDIT;
+		conn_kick(c); /* stdin flow is applied outside router ops */
 	}
 	return 0;
 }
@@ -474,6 +480,30 @@ static int on_flow(struct conn *c, const struct proto_frame *f)
 	return 0;
 }
 
+/* The forwarder let stdin bytes go (written to the rank's pipe, or dropped
+ * because the rank closed its stdin): return the credit. */
+static int on_stdin_ack(struct conn *c, const struct proto_frame *f)
+{
+	struct crank *cr = &c->ranks[f->rank - c->rank_base];
+
+	if (f->ack_bytes < cr->stdin_acked || f->ack_bytes > cr->stdin_sent) {
+		conn_fail(
+		    c, PROTO_ERR_FIELD,
+		    "STDIN_ACK rank %u: %llu bytes, sent %llu, acked %llu",
+		    f->rank, (unsigned long long)f->ack_bytes,
+		    (unsigned long long)cr->stdin_sent,
+		    (unsigned long long)cr->stdin_acked);
+		return -1;
+	}
+	cr->stdin_acked = f->ack_bytes;
+	if ((cr->stdin_want & STDIN_SUSP_CREDIT) &&
+	    cr->stdin_sent - cr->stdin_acked <= CONN_STDIN_CREDIT / 2) {
+		cr->stdin_want &= ~STDIN_SUSP_CREDIT;
+		conn_kick(c);
+	}
+	return 0;
+}
+
 /* Dispatch table: frame type -> handler (types a daemon can receive). */
 static const struct frame_handler {
 	const char *name;
@@ -486,6 +516,7 @@ static const struct frame_handler {
     [PROTO_EXIT] = {.name = "EXIT", .fn = on_exit_frame},
     [PROTO_XOFF] = {.name = "XOFF", .fn = on_flow},
     [PROTO_XON] = {.name = "XON", .fn = on_flow},
+    [PROTO_STDIN_ACK] = {.name = "STDIN_ACK", .fn = on_stdin_ack},
 };
 
 /* ------------------------------------------------------------------------ */

@@ -80,6 +80,10 @@ static const struct proto_desc descs[PROTO_TYPE_MAX + 1] = {
 		   .fixed = 5,
 		   .ranked = true},
     [PROTO_ACK] = {.name = "ACK", .to = TO_FORWARDER, .fixed = 12},
+    [PROTO_STDIN_ACK] = {.name = "STDIN_ACK",
+			 .to = TO_DAEMON,
+			 .fixed = 12,
+			 .ranked = true},
 };
 
 static const struct proto_desc *desc_of(unsigned type)
@@ -344,6 +348,9 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 		f->ack_bytes = get64(b);
 		f->ack_exits = get32(b + 8);
 		return PROTO_OK;
+	case PROTO_STDIN_ACK:
+		f->ack_bytes = get64(b + 4);
+		return PROTO_OK;
 	}
 	return fail(PROTO_ERR_TYPE, err, errlen, "type %u", type);
 }
@@ -526,6 +533,10 @@ static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 	case PROTO_ACK:
 		b = put64(b, f->ack_bytes);
 		b = put32(b, f->ack_exits);
+		break;
+	case PROTO_STDIN_ACK:
+		b = put32(b, f->rank);
+		b = put64(b, f->ack_bytes);
 		break;
 	}
 	if (data_tail && with_data) {

@@ -27,8 +27,8 @@
 #include <sys/types.h>
 
 #define PROTO_MAGIC	  0x53464f49u /* "IOFS" as little-endian bytes */
-#define PROTO_VERSION	  1
-#define PROTO_PAYLOAD_MAX (1u << 20) /* bytes in one DATA/STDIN frame */
+#define PROTO_VERSION	  2	      /* 2: STDIN_ACK (stdin credit) */
+#define PROTO_PAYLOAD_MAX (1u << 20)  /* bytes in one DATA/STDIN frame */
 #define PROTO_FRAME_MAX	  (PROTO_PAYLOAD_MAX + 1024u) /* length field limit */
 #define PROTO_LEN_SIZE	  4
 #define PROTO_HDR_SIZE	  5 /* length + type */
@@ -49,7 +49,8 @@ enum proto_type {
 	PROTO_XOFF = 10,      /* both  stop sending (rank, channel) */
 	PROTO_XON = 11,	      /* both  resume (rank, channel) */
 	PROTO_ACK = 12,	      /* D->F  cumulative receipt */
-	PROTO_TYPE_MAX = 12,
+	PROTO_STDIN_ACK = 13, /* F->D  stdin bytes a rank's queue let go */
+	PROTO_TYPE_MAX = 13,
 };
 
 /* Which side decodes: a daemon decodes forwarder frames and vice versa. */
@@ -116,7 +117,9 @@ struct proto_frame {
 	uint32_t pid;	      /* RANK_START */
 	uint8_t how;	      /* EXIT: PROTO_EXIT_* */
 	uint32_t code;	      /* EXIT code/signal; ERROR code */
-	uint64_t ack_bytes;   /* ACK: DATA payload bytes accepted so far */
+	uint64_t ack_bytes;   /* ACK: DATA payload bytes accepted so far;
+			       * STDIN_ACK: stdin bytes of @rank written to
+			       * its pipe or discarded, so far */
 	uint32_t ack_exits;   /* ACK: EXIT frames processed so far */
 	uint32_t max_payload; /* WELCOME */
 	uint16_t version;     /* WELCOME */

@@ -82,6 +82,18 @@ static void chan_read_cb(evutil_socket_t fd, short what, void *arg)
 /* ------------------------------------------------------------------------ */
 /* stdin                                                                     */
 
+/* Tell the daemon how many stdin bytes left our queue (its credit). */
+static void stdin_ack(struct child *ch)
+{
+	size_t q = ch->in_q ? evbuffer_get_length(ch->in_q) : 0;
+	uint64_t done = ch->in_recv - q;
+
+	if (done == ch->in_acked)
+		return;
+	ch->in_acked = done;
+	link_send_stdin_ack(ch->run, ch, done);
+}
+
 static void stdin_close(struct child *ch)
 {
 	struct run *r = ch->run;
@@ -91,6 +103,7 @@ static void stdin_close(struct child *ch)
 		ch->in_discarded += left;
 		evbuffer_drain(ch->in_q, left);
 	}
+	stdin_ack(ch);
 	if (ch->in_xoff) { /* every XOFF is released: the counters pair */
 		ch->in_xoff = false;
 		ch->in_xons++;
@@ -107,6 +120,7 @@ static void stdin_flow(struct child *ch)
 {
 	size_t q = evbuffer_get_length(ch->in_q);
 
+	stdin_ack(ch);
 	if (!ch->in_xoff && q > RUN_STDIN_HIGH) {
 		ch->in_xoff = true;
 		ch->in_xoffs++;
@@ -143,8 +157,10 @@ static void stdin_write_cb(evutil_socket_t fd, short what, void *arg)
 
 void child_stdin_push(struct child *ch, const uint8_t *buf, size_t len)
 {
+	ch->in_recv += len;
 	if (ch->in_fd < 0) {
 		ch->in_discarded += len;
+		stdin_ack(ch);
 		return;
 	}
 	evbuffer_add(ch->in_q, buf, len);

@@ -62,6 +62,8 @@ struct child {
 	bool in_xoff;	       /* we sent XOFF(stdin) */
 	uint64_t in_discarded; /* stdin bytes dropped (child gone) */
 	uint64_t in_xoffs, in_xons;
+	uint64_t in_recv;  /* STDIN bytes received for this rank */
+	uint64_t in_acked; /* in_recv - queued, as last sent in STDIN_ACK */
 };
 
 /* A DATA frame sent but not acknowledged yet (replayed on fallback). */
@@ -123,6 +125,8 @@ void link_send_data(struct run *r, struct child *ch, uint32_t channel,
 		    const uint8_t *buf, size_t len);
 void link_send_complete(struct run *r, struct child *ch, uint32_t channel);
 void link_send_flow(struct run *r, struct child *ch, bool xoff);
+/* STDIN_ACK: @done stdin bytes of @ch left its queue (written or dropped). */
+void link_send_stdin_ack(struct run *r, struct child *ch, uint64_t done);
 void link_send_exit(struct run *r, struct child *ch);
 /* The link failed: warn once, replay unacked output locally. */
 void link_down(struct run *r, const char *why);

@@ -319,6 +319,13 @@ void link_send_flow(struct run *r, struct child *ch, bool xoff)
 	send_frame(r, &f);
 }
 
+void link_send_stdin_ack(struct run *r, struct child *ch, uint64_t done)
+{
+	struct proto_frame f = {
+	    .type = PROTO_STDIN_ACK, .rank = ch->rank, .ack_bytes = done};
+	send_frame(r, &f);
+}
+
 void link_send_exit(struct run *r, struct child *ch)
 {
 	struct proto_frame f = {.type = PROTO_EXIT, .rank = ch->rank};

@@ -27,7 +27,10 @@ struct evconnlistener;
 #define CONN_OUT_HIGH	(1u << 20)   /* output toward the forwarder: stop */
 #define CONN_STDIN_HIGH (128u << 10) /* ... above this: XOFF its stdin */
 #define CONN_OUT_LOW	(32u << 10)  /* ... resume both */
-#define CONN_IN_MAX	(2 * (PROTO_FRAME_MAX + PROTO_LEN_SIZE)) /* read buffer */
+/* stdin sent to a rank and not yet let go by its forwarder's queue
+ * (STDIN_ACK): above this the rank's stdin is XOFFed, resumed at half. */
+#define CONN_STDIN_CREDIT (256u << 10)
+#define CONN_IN_MAX	  (2 * (PROTO_FRAME_MAX + PROTO_LEN_SIZE)) /* read buffer */
 
 #define CONN_READ_CHUNK	     (256u << 10) /* one readv() */
 #define CONN_READ_BURST	     (2u << 20)	  /* bytes read per wake-up at most */
@@ -45,6 +48,7 @@ enum {
 enum {
 	STDIN_SUSP_PEER = 1u << 0,   /* the forwarder sent XOFF(stdin) */
 	STDIN_SUSP_OUTBUF = 1u << 1, /* our output buffer is full */
+	STDIN_SUSP_CREDIT = 1u << 2, /* too much stdin unacknowledged */
 };
 
 enum crank_state {
@@ -61,9 +65,11 @@ struct crank {
 	router_rank_t *rr; /* borrowed from the router while RUNNING */
 	uint32_t rank;
 	enum crank_state state;
-	bool exit_queued;    /* EXIT received, waiting in the FIFO */
-	unsigned stdin_want; /* STDIN_SUSP_* wanted */
-	bool stdin_xoff;     /* what the router was last told */
+	bool exit_queued;     /* EXIT received, waiting in the FIFO */
+	unsigned stdin_want;  /* STDIN_SUSP_* wanted */
+	bool stdin_xoff;      /* what the router was last told */
+	uint64_t stdin_sent;  /* STDIN payload bytes sent to the forwarder */
+	uint64_t stdin_acked; /* ... of which STDIN_ACK says it let go */
 };
 
 /* An entry of a connection's in-order FIFO: a delivery or an EXIT. */

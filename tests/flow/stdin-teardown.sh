@@ -31,6 +31,39 @@ assert_eq "rank state" exited "$(info_get "$INFO" state)"
 assert_eq "rank read" 65536 "$(stat -c %s "$T/td.got")"
 cmp -s "$T/td.got" <(head -c 65536 "$T/big") || fail "the 64 KiB the rank read are not the first 64 KiB written"
 
+# 1 MiB writes (dd bs=1M) into a rank that never reads: the daemon's stdin
+# credit bounds what is accepted to one write in flight plus the credit;
+# without it the forwarder's eager socket reads let all 64 MiB through.
+"$IOFS_RUN" --nspace nr --rank 0 -- sleep 600 &
+NR=$!
+track $NR
+wait_for 10 test -e "$MNT/nr/0/stdin" || fail "nr: stdin did not appear"
+dd if=/dev/zero of="$MNT/nr/0/stdin" bs=1M count=64 status=none 2>/dev/null &
+DD=$!
+track $DD
+wait_for 10 bash -c "[ \"\$(sed -n 's/^stdin_xoff: //p' '$MNT/nr/0/info')\" -gt 0 ]" ||
+	fail "nr: the writer never parked"
+# settle: the count must stop moving while the rank does not read
+prev=-1
+for _ in $(seq 20); do
+	cur=$(info_get "$MNT/nr/0/info" stdin_bytes)
+	[ "$cur" = "$prev" ] && break
+	prev=$cur
+	sleep 0.2
+done
+[ "$cur" = "$prev" ] || fail "nr: stdin kept being accepted ($cur bytes) for a rank that never reads"
+[ "$cur" -le $((2 << 20)) ] || fail "nr: $cur bytes accepted for a rank that never reads (bound: 2 MiB)"
+nr_rss=$(proc_status $NR VmRSS)
+[ "$nr_rss" -lt $((16 * 1024)) ] || fail "nr: iofs-run grew to ${nr_rss} kB holding stdin"
+kill $DD
+wait $DD 2>/dev/null
+kill $NR
+wait_exit 10 $NR || fail "nr: iofs-run did not end on SIGTERM"
+wait $NR 2>/dev/null
+x1=$(info_get "$MNT/nr/0/info" stdin_xoff)
+x2=$(info_get "$MNT/nr/0/info" stdin_xon)
+assert_eq "nr: stdin XOFF == XON after the rank ended" "$x1" "$x2"
+
 for j in 1 2; do
 	"$PRODUCE" -n 256K -s $((30 + j)) >"$T/in$j"
 	"$IOFS_RUN" --nspace after$j --rank 0 -- "$PACE" -c 8K -d 1 -o "$T/got$j" &
@@ -46,5 +79,6 @@ for j in 1 2; do
 	assert_eq "job after$j XOFF == XON" "$x1" "$x2"
 done
 figures stdin-teardown writer_rc=$cat_rc xoff=$xoff xon=$xon after_jobs=2/2 \
+	never_reading_accepted=$cur never_reading_forwarder_rss_kb=$nr_rss \
 	peak_rss_kb=$(proc_status $DAEMON_PID VmHWM)
 stop_daemon

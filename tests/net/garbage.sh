@@ -26,7 +26,7 @@ cat >"$T/throw.py" <<'PY'
 import random, socket, struct, sys, time
 path, rounds = sys.argv[1], int(sys.argv[2])
 rng = random.Random(20261201)
-MAGIC, VER = 0x53464f49, 1
+MAGIC, VER = 0x53464f49, 2
 
 def frame(t, body):
     return struct.pack('<IB', len(body) + 1, t) + body

@@ -190,6 +190,12 @@ static void test_daemon_frames_round_trip(void **state)
 	round_trip(&p, &x, &out);
 	assert_int_equal(out.type, PROTO_XON);
 	assert_int_equal(out.channel, ROUTER_CH_STDIN);
+
+	struct proto_frame sa = {
+	    .type = PROTO_STDIN_ACK, .rank = 5, .ack_bytes = 0xfedcba9876ULL};
+	round_trip(&p, &sa, &out);
+	assert_int_equal(out.rank, 5);
+	assert_true(out.ack_bytes == 0xfedcba9876ULL);
 }
 
 static void test_forwarder_frames_round_trip(void **state)
@@ -318,8 +324,9 @@ static void test_bad_header(void **state)
 	/* Unknown types. */
 	assert_int_equal(decode_raw(&d, b, raw(b, 1, 0, NULL, 0)),
 			 PROTO_ERR_TYPE);
-	assert_int_equal(decode_raw(&d, b, raw(b, 1, 13, NULL, 0)),
-			 PROTO_ERR_TYPE);
+	assert_int_equal(
+	    decode_raw(&d, b, raw(b, 1, PROTO_TYPE_MAX + 1, NULL, 0)),
+	    PROTO_ERR_TYPE);
 	assert_int_equal(decode_raw(&d, b, raw(b, 1, 255, NULL, 0)),
 			 PROTO_ERR_TYPE);
 	/* Length 0. */
@@ -379,7 +386,10 @@ static void test_bad_hello(void **state)
 	n = proto_encode(&h, buf, sizeof(buf));
 	buf[5] ^= 0xff; /* magic */
 	assert_int_equal(decode_raw(&p, buf, (size_t)n), PROTO_ERR_MAGIC);
-	h.hello.version = 2;
+	h.hello.version = PROTO_VERSION + 1;
+	n = proto_encode(&h, buf, sizeof(buf));
+	assert_int_equal(decode_raw(&p, buf, (size_t)n), PROTO_ERR_VERSION);
+	h.hello.version = PROTO_VERSION - 1; /* version 1 had no STDIN_ACK */
 	n = proto_encode(&h, buf, sizeof(buf));
 	assert_int_equal(decode_raw(&p, buf, (size_t)n), PROTO_ERR_VERSION);
 	h = hello_frame("ok", 0, 0);
@@ -467,6 +477,10 @@ static void test_order_and_direction(void **state)
 				 .data = body,
 				 .len = 1};
 	n = proto_encode(&dd, buf, sizeof(buf));
+	assert_int_equal(decode_raw(&fw, buf, (size_t)n), PROTO_ERR_DIRECTION);
+	struct proto_frame sack = {
+	    .type = PROTO_STDIN_ACK, .rank = 4, .ack_bytes = 1};
+	n = proto_encode(&sack, buf, sizeof(buf));
 	assert_int_equal(decode_raw(&fw, buf, (size_t)n), PROTO_ERR_DIRECTION);
 	/* WELCOME with a bad version or no payload room. */
 	proto_peer_init(&fw, PROTO_ROLE_FORWARDER);
