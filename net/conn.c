@@ -23,6 +23,7 @@
 
 #include "net/net_i.h"
 #include "net/server_i.h"
+#include "net/wire.h"
 
 static void conn_service(struct conn *c);
 static void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
@@ -63,9 +64,11 @@ static void send_frame(struct conn *c, const struct proto_frame *f)
 		return;
 	}
 	struct evbuffer *out = bufferevent_get_output(c->bev);
-	evbuffer_add(out, head, (size_t)n);
-	if (f->type == PROTO_DATA || f->type == PROTO_STDIN)
-		evbuffer_add(out, f->data, f->len);
+	bool body = f->type == PROTO_DATA || f->type == PROTO_STDIN;
+	/* ERROR stays queued: the write callback frees a closing connection
+	 * once its output drained, so it must see something to drain. */
+	wire_send(out, f->type == PROTO_ERROR ? -1 : bufferevent_getfd(c->bev),
+		  head, (size_t)n, body ? f->data : NULL, body ? f->len : 0);
 	srv_log(c->srv, LOG_DEBUG, "conn %llu: sent %s rank %u",
 		(unsigned long long)c->id, proto_type_name(f->type), f->rank);
 	/* Protect our memory from a forwarder that does not read: hold its

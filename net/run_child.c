@@ -163,8 +163,18 @@ void child_stdin_push(struct child *ch, const uint8_t *buf, size_t len)
 		stdin_ack(ch);
 		return;
 	}
-	evbuffer_add(ch->in_q, buf, len);
-	event_add(ch->in_ev, NULL);
+	if (evbuffer_get_length(ch->in_q) == 0) {
+		/* nothing queued ahead: straight into the pipe (latency) */
+		ssize_t w = write(ch->in_fd, buf, len);
+		if (w > 0) {
+			buf += w;
+			len -= (size_t)w;
+		}
+	}
+	if (len) {
+		evbuffer_add(ch->in_q, buf, len);
+		event_add(ch->in_ev, NULL);
+	}
 	stdin_flow(ch);
 }
 

@@ -24,6 +24,7 @@
 
 #include "net/net_i.h"
 #include "net/run_i.h"
+#include "net/wire.h"
 
 static int64_t now_ms(void)
 {
@@ -238,9 +239,9 @@ static void send_frame(struct run *r, const struct proto_frame *f)
 	if (n < 0)
 		return;
 	struct evbuffer *out = bufferevent_get_output(r->bev);
-	evbuffer_add(out, head, (size_t)n);
-	if (f->type == PROTO_DATA)
-		evbuffer_add(out, f->data, f->len);
+	bool body = f->type == PROTO_DATA;
+	wire_send(out, bufferevent_getfd(r->bev), head, (size_t)n,
+		  body ? f->data : NULL, body ? f->len : 0);
 }
 
 static void credit_update(struct run *r)
