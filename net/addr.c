@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "net/net_i.h"
@@ -31,6 +32,19 @@ const char *net_default_addr(void)
 		snprintf(buf, sizeof(buf), "unix:/tmp/iofs-%u.sock",
 			 (unsigned)getuid());
 	return buf;
+}
+
+const char *net_default_connect_addr(void)
+{
+	const char *addr = net_default_addr();
+	struct stat st;
+
+	/* A user's own daemon first; else the system-wide (root) daemon. */
+	if (!getenv("IOFS_ADDR") && getuid() != 0 &&
+	    strncmp(addr, "unix:", 5) == 0 && stat(addr + 5, &st) != 0 &&
+	    stat("/run/iofs.sock", &st) == 0 && S_ISSOCK(st.st_mode))
+		return "unix:/run/iofs.sock";
+	return addr;
 }
 
 static int parse_unix(const char *path, struct net_addr *out, char *err,

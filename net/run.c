@@ -141,7 +141,8 @@ static int parse_args(struct run *r, int argc, char **argv)
 				fprintf(
 				    stderr,
 				    "iofs-run: invalid --nspace '%s': 1-255 "
-				    "bytes, no '/', not '.' or '..'\n",
+				    "bytes, no '/', no control characters, "
+				    "not '.' or '..'\n",
 				    optarg);
 				return -1;
 			}
@@ -232,7 +233,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 			 (int)getpid());
 	}
 	if (!r->addr)
-		r->addr = net_default_addr();
+		r->addr = net_default_connect_addr();
 	return 0;
 }
 

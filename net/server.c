@@ -194,8 +194,12 @@ static int open_tcp(const struct net_addr *a, char *err, size_t errlen)
 	}
 	return fd;
 fail_errno:
-	snprintf(err, errlen, "cannot listen on %s: %s", a->text,
-		 strerror(errno));
+	snprintf(err, errlen, "cannot listen on %s: %s%s", a->text,
+		 strerror(errno),
+		 errno == EADDRNOTAVAIL
+		     ? " (HOST must be an address of this machine, e.g. "
+		       "127.0.0.1, or 0.0.0.0 for all; see iofs(8))"
+		     : "");
 	return -errno;
 }
 

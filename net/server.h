@@ -54,4 +54,9 @@ void net_server_free(net_server_t *s);
  * static buffer. */
 const char *net_default_addr(void);
 
+/* Where a forwarder connects by default: net_default_addr(), except that a
+ * non-root user without IOFS_ADDR whose own default socket does not exist
+ * connects to the system-wide unix:/run/iofs.sock when that exists. */
+const char *net_default_connect_addr(void);
+
 #endif /* IOFS_NET_SERVER_H */
