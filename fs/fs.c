@@ -108,14 +108,15 @@ size_t fs_open_count(const fs_t *fs)
 }
 
 /* An info file whose job or rank has ended no longer changes. */
-static bool info_settled(const struct fs_inode *in,
-			 const struct router_stats *job_stats)
+static bool info_settled(const struct fs_inode *in)
 {
 	struct router_stats rs;
 	router_rank_t *rk;
 
-	if (in->rank == ROUTER_RANK_WILDCARD)
-		return job_stats->state != ROUTER_STATE_RUNNING;
+	if (in->rank == ROUTER_RANK_WILDCARD) {
+		router_job_stats(in->job, &rs); /* the job's info: O(ranks) */
+		return rs.state != ROUTER_STATE_RUNNING;
+	}
 	rk = router_job_rank(in->job, in->rank);
 	if (!rk)
 		return false;
@@ -127,7 +128,7 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 {
 	struct router_stream_attr sa = {0};
 	uint64_t mtime;
-	struct router_stats stats;
+	uint32_t uid, gid;
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = in->ino;
@@ -141,14 +142,18 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
 		return;
 	}
-	router_job_stats(in->job, &stats);
-	st->st_uid = stats.uid;
-	st->st_gid = stats.gid;
+	/* O(1): getattr runs for every stat and every tail -f poll */
+	router_job_owner(in->job, &uid, &gid);
+	st->st_uid = uid;
+	st->st_gid = gid;
 	switch (in->kind) {
 	case FS_K_JOB:
 	case FS_K_RANK:
 		st->st_mode = FS_DIR_MODE;
-		st->st_nlink = 2 + (in->kind == FS_K_JOB ? stats.ranks : 0);
+		st->st_nlink =
+		    2 + (in->kind == FS_K_JOB
+			     ? (nlink_t)router_job_rank_count(in->job)
+			     : 0);
 		router_stream_attr(in->job, in->rank, ROUTER_CH_STDOUT, &sa);
 		set_time_ns(st, sa.mtime_ns);
 		break;
@@ -174,7 +179,7 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		if (fs_info_render(in->job, in->rank, &text, &len) == 0)
 			st->st_size = (off_t)len;
 		free(text);
-		if (info_settled(in, &stats)) {
+		if (info_settled(in)) {
 			/* Settled content, settled times: tar and rsync
 			 * would see a file "changed as we read it". */
 			router_stream_attr(in->job, in->rank, ROUTER_CH_STDOUT,

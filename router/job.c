@@ -624,3 +624,9 @@ void router_job_stats(const router_job_t *job, struct router_stats *out)
 	for (int ci = 0; ci < CI_N; ci++)
 		out->merged_dropped_bytes += job->m[ci].s.dropped;
 }
+
+void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid)
+{
+	*uid = job->uid;
+	*gid = job->gid;
+}

@@ -107,6 +107,10 @@ static void lifecycle_and_stats(void **state)
 	assert_string_equal(st.host, "node1");
 	assert_int_equal(st.uid, 1);
 	assert_int_equal(st.gid, 2);
+	uint32_t ouid = 0, ogid = 0;
+	router_job_owner(job, &ouid, &ogid); /* O(1) form, for getattr */
+	assert_int_equal(ouid, 1);
+	assert_int_equal(ogid, 2);
 	assert_int_equal(st.stdout_bytes, 10);
 	assert_int_equal(st.job_size, 3);
 	assert_int_equal(router_job_remove(h->r, job), ROUTER_ERR_BUSY);
