@@ -640,18 +640,7 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	while (burst < CONN_READ_BURST &&
 	       evbuffer_get_length(c->in) + CONN_READ_CHUNK <= CONN_IN_MAX) {
-		struct evbuffer_iovec v[2];
-		int nv = evbuffer_reserve_space(c->in, CONN_READ_CHUNK, v, 2);
-		if (nv < 0)
-			break;
-		struct iovec iov[2];
-		for (int i = 0; i < nv; i++) {
-			iov[i].iov_base = v[i].iov_base;
-			iov[i].iov_len = v[i].iov_len;
-		}
-		ssize_t n = readv(fd, iov, nv);
-		if (n < 0 && errno == EINTR)
-			continue;
+		ssize_t n = wire_read(fd, c->in, CONN_READ_CHUNK);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n <= 0) {
@@ -663,13 +652,6 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 			conn_lost_log(c, why);
 			return;
 		}
-		size_t left = (size_t)n;
-		for (int i = 0; i < nv; i++) {
-			size_t take = left < v[i].iov_len ? left : v[i].iov_len;
-			v[i].iov_len = take;
-			left -= take;
-		}
-		evbuffer_commit_space(c->in, v, nv);
 		burst += (size_t)n;
 		if ((size_t)n < CONN_READ_CHUNK)
 			break;

@@ -460,18 +460,7 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 	size_t burst = 0;
 
 	while (burst < RUN_SOCK_BURST) {
-		struct evbuffer_iovec v[2];
-		struct iovec iov[2];
-		int nv = evbuffer_reserve_space(r->in, RUN_SOCK_CHUNK, v, 2);
-		if (nv < 0)
-			break;
-		for (int i = 0; i < nv; i++) {
-			iov[i].iov_base = v[i].iov_base;
-			iov[i].iov_len = v[i].iov_len;
-		}
-		ssize_t n = readv(fd, iov, nv);
-		if (n < 0 && errno == EINTR)
-			continue;
+		ssize_t n = wire_read(fd, r->in, RUN_SOCK_CHUNK);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n <= 0) {
@@ -488,13 +477,6 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 				link_down(r, why);
 			return;
 		}
-		size_t left = (size_t)n;
-		for (int i = 0; i < nv; i++) {
-			size_t take = left < v[i].iov_len ? left : v[i].iov_len;
-			v[i].iov_len = take;
-			left -= take;
-		}
-		evbuffer_commit_space(r->in, v, nv);
 		burst += (size_t)n;
 		if ((size_t)n < RUN_SOCK_CHUNK)
 			break;

@@ -11,6 +11,7 @@
 #define IOFS_NET_WIRE_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 struct evbuffer;
 
@@ -23,5 +24,14 @@ struct evbuffer;
  */
 void wire_send(struct evbuffer *out, int fd, const void *a, size_t alen,
 	       const void *b, size_t blen);
+
+/*
+ * One readv() of up to @chunk bytes from @fd straight into @in (libevent
+ * 2.1's bufferevents read 4 KiB a call; see docs/performance.md).
+ * Returns the bytes read (> 0), 0 at EOF, or -1 with errno set; EINTR is
+ * retried; EAGAIN also when @in could not reserve room (the caller stops
+ * reading for now either way).
+ */
+ssize_t wire_read(int fd, struct evbuffer *in, size_t chunk);
 
 #endif /* IOFS_NET_WIRE_H */
