@@ -34,6 +34,7 @@ if command -v mpicc >/dev/null; then
 	cat >"$T/app.c" <<'C'
 #include <mpi.h>
 #include <stdio.h>
+#include <unistd.h>
 int main(int argc, char **argv)
 {
 	int rank, size, sum = 0;
@@ -43,7 +44,15 @@ int main(int argc, char **argv)
 	MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	printf("mpi rank %d of %d sum %d\n", rank, size, sum);
 	fprintf(stderr, "stderr of %d", rank); /* no newline */
+	/* Rank 3 exits 5 on purpose, and mpirun then aborts the job, killing
+	 * ranks still running: let the others flush and end first (seen under
+	 * load otherwise: a rank's stdout empty, its state lost). */
+	fflush(stdout);
+	fflush(stderr);
+	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_Finalize();
+	if (rank == 3)
+		sleep(2);
 	return rank == 3 ? 5 : 0;
 }
 C
