@@ -177,18 +177,11 @@ static void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_req_fs(req);
-	struct fs_inode *pin = fs_inode(fs, parent), *in;
-	int err, rc;
+	struct fs_inode *in = fs_child_of(req, fs, parent, name);
+	int rc;
 
-	if (!pin) {
-		fuse_reply_err(req, ESTALE);
+	if (!in)
 		return;
-	}
-	in = fs_child(fs, pin, name, &err);
-	if (!in) {
-		fuse_reply_err(req, err);
-		return;
-	}
 	if (in->kind != FS_K_JOB && in->kind != FS_K_RANK) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
@@ -210,18 +203,10 @@ static void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_req_fs(req);
-	struct fs_inode *pin = fs_inode(fs, parent), *in;
-	int err;
+	struct fs_inode *in = fs_child_of(req, fs, parent, name);
 
-	if (!pin) {
-		fuse_reply_err(req, ESTALE);
+	if (!in)
 		return;
-	}
-	in = fs_child(fs, pin, name, &err);
-	if (!in) {
-		fuse_reply_err(req, err);
-		return;
-	}
 	if (in->kind == FS_K_JOB || in->kind == FS_K_RANK) {
 		fuse_reply_err(req, EISDIR);
 		return;

@@ -306,27 +306,35 @@ struct fs_inode *fs_child(struct fs *fs, struct fs_inode *parent,
 	return in;
 }
 
-static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+struct fs_inode *fs_child_of(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+			     const char *name)
 {
-	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *pin = fs_inode(fs, parent), *in;
-	struct fuse_entry_param e;
 	int err;
 
 	if (!pin) {
 		fuse_reply_err(req, ESTALE);
-		return;
+		return NULL;
 	}
 	in = fs_child(fs, pin, name, &err);
-	if (!in) {
+	if (!in)
 		fuse_reply_err(req, err);
+	return in;
+}
+
+static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_req_fs(req);
+	struct fs_inode *in = fs_child_of(req, fs, parent, name);
+	struct fuse_entry_param e;
+
+	if (!in)
 		return;
-	}
 	memset(&e, 0, sizeof(e));
 	e.ino = in->ino;
 	e.attr_timeout = 0;
 	/* A root entry can be replaced (a job re-run under the same name). */
-	e.entry_timeout = pin->kind == FS_K_ROOT ? 0 : FS_CHILD_ENTRY_TIMEOUT;
+	e.entry_timeout = parent == FUSE_ROOT_ID ? 0 : FS_CHILD_ENTRY_TIMEOUT;
 	fs_fill_stat(fs, in, &e.attr);
 	if (fuse_reply_entry(req, &e) == 0)
 		in->nlookup++;

@@ -166,6 +166,10 @@ struct fs_inode *fs_inode(struct fs *fs, fuse_ino_t ino);
  * with an errno in *err. */
 struct fs_inode *fs_child(struct fs *fs, struct fs_inode *parent,
 			  const char *name, int *err);
+/* fs_child() of the inode @parent for a request: NULL once @req has been
+ * answered with the error (ESTALE for an unknown parent). */
+struct fs_inode *fs_child_of(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+			     const char *name);
 bool fs_job_running(router_job_t *job);
 extern const struct fs_name {
 	const char *name;
