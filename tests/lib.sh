@@ -93,6 +93,13 @@ stop_daemon() {
 # info_get FILE KEY: value of "KEY: value" line
 info_get() { sed -n "s/^$2: //p" "$1" | head -n 1; }
 
+# info_at_least NSPACE RANK KEY N: the rank's info KEY is >= N (for wait_for)
+info_at_least() {
+	local v
+	v=$(info_get "$MNT/$1/$2/info" "$3")
+	[ -n "$v" ] && [ "$v" -ge "$4" ]
+}
+
 # sha FILE: sha256 hex of FILE
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 

@@ -80,7 +80,7 @@ wait_for 10 fd_open $R "$MNT/cc/0/stdout" || fail "(c) reader did not open"
 env --default-signal=INT dd if=/dev/zero of="$MNT/cc/0/stdin" bs=1M count=64 status=none &
 W=$!
 wait_for 10 fd_open $W "$MNT/cc/0/stdin" || fail "(c) writer did not open"
-wait_for 10 bash -c "[ \"\$(sed -n 's/^stdin_xoff: //p' '$MNT/cc/0/info')\" -gt 0 ]" ||
+wait_for 10 info_at_least cc 0 stdin_xoff 1 ||
 	fail "(c) writer never parked behind an XOFF"
 kill -INT $R $W
 wait_exit 3 $R || fail "(c) Ctrl-C did not end the parked reader"
@@ -100,7 +100,7 @@ W2=$!
 track $W2
 wait_for 10 fd_open $R2 "$MNT/st/0/stdout" || fail "(d) reader did not open"
 wait_for 10 fd_open $W2 "$MNT/st/0/stdin" || fail "(d) writer did not open"
-wait_for 10 bash -c "[ \"\$(sed -n 's/^stdin_xoff: //p' '$MNT/st/0/info')\" -gt 0 ]" ||
+wait_for 10 info_at_least st 0 stdin_xoff 1 ||
 	fail "(d) writer never parked behind an XOFF"
 stop_daemon
 wait_exit 5 $R2 || fail "(d) parked reader not answered at SIGTERM"

@@ -41,7 +41,7 @@ wait_for 10 test -e "$MNT/nr/0/stdin" || fail "nr: stdin did not appear"
 dd if=/dev/zero of="$MNT/nr/0/stdin" bs=1M count=64 status=none 2>/dev/null &
 DD=$!
 track $DD
-wait_for 10 bash -c "[ \"\$(sed -n 's/^stdin_xoff: //p' '$MNT/nr/0/info')\" -gt 0 ]" ||
+wait_for 10 info_at_least nr 0 stdin_xoff 1 ||
 	fail "nr: the writer never parked"
 # settle: the count must stop moving while the rank does not read
 prev=-1

@@ -12,7 +12,7 @@ READER=$!
 track $READER
 wait_for 10 fd_open $READER "$MNT/rg/0/stdout" || fail "reader did not open"
 open_gate rg
-wait_for 20 bash -c "[ \"\$(sed -n 's/^stdout_xoff: //p' '$MNT/rg/0/info')\" -gt 0 ]" ||
+wait_for 20 info_at_least rg 0 stdout_xoff 1 ||
 	fail "the stalled reader never caused an XOFF"
 assert_eq "rank still running while held" running "$(info_get "$MNT/rg/0/info" state)"
 kill -9 $READER

@@ -34,8 +34,7 @@ WRITER="$IOFS_BUILD_DIR/tests/fs/fs-writer"
 "$WRITER" "$MNT/sig/0/stdin" "$T/written" >/dev/null &
 W=$!
 track $W
-xoffed() { [ "$(info_get "$1" stdin_xoff)" -gt 0 ] 2>/dev/null; }
-wait_for 10 xoffed "$MNT/sig/0/info" || fail "writer never parked behind an XOFF"
+wait_for 10 info_at_least sig 0 stdin_xoff 1 || fail "writer never parked behind an XOFF"
 prev=-1
 for _ in $(seq 20); do # the writer must stall: its count stops growing
 	cur=$(cat "$T/written" 2>/dev/null || echo 0)
@@ -61,7 +60,7 @@ wait_for 5 file_has "$T/term.out" hi || fail "term cat"
 "$WRITER" "$MNT/term/0/stdin" "$T/twritten" >/dev/null &
 W=$!
 track $W
-wait_for 10 xoffed "$MNT/term/0/info" || fail "term writer never parked"
+wait_for 10 info_at_least term 0 stdin_xoff 1 || fail "term writer never parked"
 sleep 0.5
 kill -0 $C || fail "reader ended early"
 stop_daemon

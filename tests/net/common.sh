@@ -18,12 +18,6 @@ rc_of() {
 }
 # daemon_alive: the daemon runs and its mount answers
 daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null && ls "$MNT" >/dev/null; }
-# info_at_least NSPACE RANK KEY N: the rank's info KEY is >= N (for wait_for)
-info_at_least() {
-	local v
-	v=$(info_get "$MNT/$1/$2/info" "$3")
-	[ -n "$v" ] && [ "$v" -ge "$4" ]
-}
 # size_is FILE N: st_size of FILE is N (for wait_for)
 size_is() { [ "$(stat -c %s "$1" 2>/dev/null)" = "$2" ]; }
 # state_is NSPACE RANK STATE (for wait_for)

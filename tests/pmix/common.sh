@@ -52,11 +52,6 @@ job_state() { info_get "$MNT/$1/info" state; }
 job_done() { [ -f "$MNT/$1/info" ] && [ "$(job_state "$1")" != running ]; }
 job_is() { [ "$(job_state "$1")" = "$2" ]; }
 state_is() { [ "$(rank_state "$1" "$2")" = "$3" ]; }
-info_at_least() {
-	local v
-	v=$(info_get "$MNT/$1/$2/info" "$3")
-	[ -n "$v" ] && [ "$v" -ge "$4" ]
-}
 daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null && ls "$MNT" >/dev/null; }
 # reader_open PID FILE: process PID has FILE open, or waits inside a FUSE
 # request (an open of an empty live stream is parked: docs/filesystem.md)
