@@ -327,6 +327,7 @@ static router_rank_t *rank_new(router_job_t *job, uint32_t id,
 	rank->ops = ops;
 	rank->ctx = ctx;
 	TAILQ_INIT(&rank->fifo);
+	TAILQ_INIT(&rank->sent);
 	for (int ci = 0; ci < CI_N; ci++) {
 		stream_init(&rank->ch[ci].s, r, rank_stream_flow,
 			    router_now(r));

@@ -50,6 +50,7 @@ struct router_rank {
 	struct rank_chan ch[CI_N];
 	/* stdin */
 	TAILQ_HEAD(, push_slice) fifo; /* pending slices, call order */
+	TAILQ_HEAD(, push_slice) sent; /* in the sink, completion pending */
 	uint64_t stdin_bytes, stdin_xoff, stdin_xon, stdin_discarded;
 	uint32_t writers; /* attached writers of this rank's stdin */
 	bool stdin_held;  /* sink reported XOFF */

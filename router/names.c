@@ -65,6 +65,8 @@ const char *router_strerror(int status)
 		return "operation canceled";
 	case ROUTER_ERR_BUSY:
 		return "job still running";
+	case ROUTER_STDIN_PENDING:
+		return "stdin write pending in the sink";
 	default:
 		break;
 	}

@@ -10,10 +10,11 @@
 #include "router/router_i.h"
 
 struct push_slice {
-	TAILQ_ENTRY(push_slice) link; /* rank->fifo while queued */
+	TAILQ_ENTRY(push_slice) link; /* rank->fifo if queued, ->sent if sent */
 	struct router_push *push;     /* NULL: an EOF marker, freed alone */
 	router_rank_t *rank;
 	bool queued;
+	bool sent; /* in the sink: router_stdin_written() completes it */
 };
 
 struct router_push {
@@ -21,11 +22,13 @@ struct router_push {
 	struct done done; /* the completion; its fini frees the push */
 	router_t *r;
 	router_job_t *job;    /* reference held until finished */
-	const uint8_t *bytes; /* the caller's, until the callback */
+	const uint8_t *bytes; /* the caller's until the callback, or @own */
+	uint8_t *own;	      /* our copy once canceled mid-broadcast */
 	size_t len;
 	unsigned flags;
 	uint64_t seq;
 	uint32_t pending, took;
+	uint32_t sent; /* slices a sink holds pending */
 	bool any_pipe, any_canceled;
 	bool finished; /* every slice done, callback posted */
 	bool canceled; /* router_push_cancel(): no callback */
@@ -39,6 +42,7 @@ static void push_fini(struct done *d)
 	    (struct router_push *)((char *)d -
 				   offsetof(struct router_push, done));
 
+	free(p->own);
 	free(p);
 }
 
@@ -111,6 +115,15 @@ static void rank_pump(router_rank_t *rank)
 			else
 				rc = -EPIPE;
 		}
+		if (rc == ROUTER_STDIN_PENDING) {
+			/* the sink has the bytes; EOF may follow them */
+			sl->sent = true;
+			p->sent++;
+			TAILQ_INSERT_TAIL(&rank->sent, sl, link);
+			if (p->flags & ROUTER_PUSH_COMPLETE)
+				forward_eof(rank);
+			continue;
+		}
 		if (rc == 0) {
 			rank->stdin_bytes += p->len;
 			if (p->flags & ROUTER_PUSH_COMPLETE)
@@ -119,6 +132,23 @@ static void rank_pump(router_rank_t *rank)
 		slice_done(sl, rc == 0 ? 0 : ROUTER_ERR_PIPE);
 	}
 	rank->pumping = false;
+}
+
+void router_stdin_written(router_rank_t *rank, int status)
+{
+	struct push_slice *sl;
+
+	if (!rank || rank->state != ROUTER_STATE_RUNNING ||
+	    !(sl = TAILQ_FIRST(&rank->sent)))
+		return;
+	TAILQ_REMOVE(&rank->sent, sl, link);
+	sl->sent = false;
+	sl->push->sent--;
+	if (status == 0)
+		rank->stdin_bytes += sl->push->len;
+	else
+		rank->stdin_discarded += sl->push->len;
+	slice_done(sl, status == 0 ? 0 : ROUTER_ERR_PIPE);
 }
 
 static bool rank_takes_stdin(const router_rank_t *rank)
@@ -199,6 +229,33 @@ int router_push(router_job_t *job, uint32_t rank, const void *bytes, size_t len,
 	return ROUTER_SUCCESS;
 }
 
+/* Take @p's slices that no sink has seen off their FIFOs; they fail as
+ * canceled (and count as discarded when another target took the push:
+ * only for want of memory to keep a copy). */
+static void drop_queued(struct router_push *p)
+{
+	for (uint32_t i = 0; i < p->nslices && !p->finished; i++) {
+		struct push_slice *sl = &p->slices[i];
+
+		if (!sl->queued)
+			continue;
+		TAILQ_REMOVE(&sl->rank->fifo, sl, link);
+		sl->queued = false;
+		if (p->flags & ROUTER_PUSH_COMPLETE)
+			sl->rank->eof_sent = false;
+		if (p->took || p->sent) {
+			sl->rank->stdin_discarded += p->len;
+			router_logf(p->r, LOG_ERR,
+				    "router: no memory to keep a canceled "
+				    "broadcast for %s rank %u: %zu bytes "
+				    "dropped",
+				    sl->rank->job->nspace, sl->rank->id,
+				    p->len);
+		}
+		slice_done(sl, ROUTER_ERR_CANCELED);
+	}
+}
+
 size_t router_push_cancel(router_push_t *p)
 {
 	if (!p)
@@ -207,25 +264,27 @@ size_t router_push_cancel(router_push_t *p)
 		p->done.cb = NULL;
 		return p->took ? p->len : 0;
 	}
-	if (p->took) {
-		/* A broadcast is never half-delivered: the rest goes on. */
+	if (p->took || p->sent) {
+		/* A sink has the bytes (a broadcast is never half-delivered):
+		 * the rest goes on, on our copy, as the caller may free its. */
+		bool queued = false;
+
 		p->canceled = true;
+		for (uint32_t i = 0; i < p->nslices; i++)
+			queued |= p->slices[i].queued;
+		if (queued && !p->own && p->len) {
+			p->own = malloc(p->len);
+			if (p->own) {
+				memcpy(p->own, p->bytes, p->len);
+				p->bytes = p->own;
+			} else {
+				drop_queued(p);
+			}
+		}
 		return p->len;
 	}
-	for (uint32_t i = 0; i < p->nslices; i++) {
-		struct push_slice *sl = &p->slices[i];
-
-		if (sl->queued) {
-			TAILQ_REMOVE(&sl->rank->fifo, sl, link);
-			sl->queued = false;
-			if (p->flags & ROUTER_PUSH_COMPLETE)
-				sl->rank->eof_sent = false;
-		}
-	}
 	p->canceled = true;
-	p->pending = 0;
-	p->any_canceled = true;
-	push_finish(p);
+	drop_queued(p);
 	return 0;
 }
 
@@ -240,6 +299,14 @@ void push_rank_exit(router_rank_t *rank, int status)
 			free(sl);
 			continue;
 		}
+		rank->stdin_discarded += sl->push->len;
+		slice_done(sl, status);
+	}
+	/* written but never acknowledged: their fate is unknown */
+	while ((sl = TAILQ_FIRST(&rank->sent))) {
+		TAILQ_REMOVE(&rank->sent, sl, link);
+		sl->sent = false;
+		sl->push->sent--;
 		rank->stdin_discarded += sl->push->len;
 		slice_done(sl, status);
 	}

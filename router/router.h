@@ -62,6 +62,7 @@ enum {
 	ROUTER_ERR_PIPE = 9,            /* stdin target has exited / closed */
 	ROUTER_ERR_CANCELED = 10,       /* operation dropped by teardown */
 	ROUTER_ERR_BUSY = 11,           /* job still running (remove) */
+	ROUTER_STDIN_PENDING = 12,      /* stdin_write: completes later */
 	ROUTER_ERR_NOMEM = -12,         /* == -ENOMEM */
 };
 
@@ -199,7 +200,13 @@ struct router_source_ops {
 	 * alternate strictly, starting with xoff=true. */
 	void (*flow)(void *ctx, router_rank_t *rank, uint32_t channel, bool xoff);
 	/* Forward stdin bytes; the adapter copies them before returning.
-	 * Return 0, or -errno (the push then fails with ROUTER_ERR_PIPE). */
+	 * Return 0 (the sink has them: done), -errno (the push then fails
+	 * with ROUTER_ERR_PIPE), or ROUTER_STDIN_PENDING: the sink has them
+	 * but learns later whether they arrived, and calls
+	 * router_stdin_written() exactly once for this write, on the loop
+	 * thread, never from inside an op.  Pending writes of a rank complete
+	 * in the order they were made; later writes need not wait for them.
+	 * The push that made the write completes only then. */
 	int (*stdin_write)(void *ctx, router_rank_t *rank, const void *bytes,
 	                   size_t len);
 	/* The last stdin writer is gone: forward EOF. */
@@ -430,8 +437,10 @@ int router_push(router_job_t *job, uint32_t rank, const void *bytes,
  * Withdraw a pending push (an interrupted write).  Returns the bytes already
  * consumed: 0 if no target took them yet (nothing will be sent), or len if
  * at least one broadcast target took them (the rest still receive them in
- * the background: a broadcast is never half-delivered).  After this returns
- * the push's callback will not fire.
+ * the background: a broadcast is never half-delivered; the router then keeps
+ * its own copy of @bytes).  A push whose bytes a sink holds pending
+ * (ROUTER_STDIN_PENDING) counts as consumed.  After this returns the push's
+ * callback will not fire and the caller may free @bytes.
  */
 size_t router_push_cancel(router_push_t *push);
 
@@ -441,6 +450,17 @@ size_t router_push_cancel(router_push_t *push);
  * from inside ops->stdin_write() (the write that filled the sink says so at
  * once; later pushes then wait). */
 void router_stdin_flow(router_rank_t *rank, bool xoff);
+
+/*
+ * The oldest ROUTER_STDIN_PENDING write of @rank has completed: @status 0
+ * (the bytes arrived; counted in stdin_bytes) or -errno (that slice of its
+ * push fails with ROUTER_ERR_PIPE; counted in stdin_discarded).  Loop
+ * thread, never inside an op.  A call without a pending write, or after
+ * router_rank_exit(), is ignored: router_rank_exit() fails the writes still
+ * pending with ROUTER_ERR_PIPE and counts their bytes in stdin_discarded
+ * (unacknowledged: their fate is unknown).
+ */
+void router_stdin_written(router_rank_t *rank, int status);
 
 /*
  * Writers (the FIFO rule).  A writer attaches to one rank or to the job

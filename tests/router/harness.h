@@ -26,6 +26,7 @@ struct flowrec {
 	size_t inlen;
 	int eof;
 	int write_rc;
+	bool pending; /* stdin_write answers ROUTER_STDIN_PENDING */
 };
 
 struct h {
@@ -78,7 +79,7 @@ static inline int h_stdin_write(void *ctx, router_rank_t *rank, const void *b,
 	if (f->inlen + len <= sizeof(f->in))
 		memcpy(f->in + f->inlen, b, len);
 	f->inlen += len;
-	return 0;
+	return f->pending ? ROUTER_STDIN_PENDING : 0;
 }
 
 static inline void h_stdin_eof(void *ctx, router_rank_t *rank)

@@ -299,6 +299,142 @@ static void shutdown_cancels_pending_push(void **state)
 	assert_int_equal(c[0], 1); /* exactly once */
 }
 
+/* A sink that answers ROUTER_STDIN_PENDING: each push completes only from
+ * its router_stdin_written(), in order; later writes do not wait. */
+static void pending_write_completes_later(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[3][2] = {{0}};
+	struct router_stats st;
+
+	(void)state;
+	h->fr[0].pending = true;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(router_push(job, 0, &"aabbcc"[i * 2], 2, 0,
+					     h_cb_count, c[i], NULL),
+				 0);
+	assert_int_equal(h->fr[0].inlen, 6); /* pipelined into the sink */
+	assert_memory_equal(h->fr[0].in, "aabbcc", 6);
+	h_loop(h);
+	assert_int_equal(c[0][0] + c[1][0] + c[2][0], 0);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.stdin_bytes, 0); /* nothing acknowledged yet */
+	router_stdin_written(h->rk[0], 0);
+	h_loop(h);
+	assert_int_equal(c[0][0], 1);
+	assert_int_equal(c[0][1], ROUTER_SUCCESS);
+	assert_int_equal(c[1][0] + c[2][0], 0);
+	router_stdin_written(h->rk[0], -EPIPE); /* the second one failed */
+	router_stdin_written(h->rk[0], 0);
+	router_stdin_written(h->rk[0], 0); /* none pending: ignored */
+	h_loop(h);
+	assert_int_equal(c[1][0], 1);
+	assert_int_equal(c[1][1], ROUTER_ERR_PIPE);
+	assert_int_equal(c[2][0], 1);
+	assert_int_equal(c[2][1], ROUTER_SUCCESS);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.stdin_bytes, 4);
+	assert_int_equal(st.stdin_discarded, 2);
+	/* EOF follows the bytes into the sink at once. */
+	assert_int_equal(router_push(job, 0, "zz", 2, ROUTER_PUSH_COMPLETE,
+				     h_cb_count, c[0], NULL),
+			 0);
+	assert_int_equal(h->fr[0].eof, 1);
+	h_loop(h);
+	assert_int_equal(c[0][0], 1);
+	router_stdin_written(h->rk[0], 0);
+	h_loop(h);
+	assert_int_equal(c[0][0], 2);
+	h_free(h);
+}
+
+/* A broadcast completes when every pending sink said written; a flush
+ * waits for them too. */
+static void pending_broadcast_and_flush(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0}, f[2] = {0};
+
+	(void)state;
+	h->fr[0].pending = true;
+	h->fr[2].pending = true;
+	assert_int_equal(router_push(job, W, "all", 3, 0, h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(router_flush(h->r, h_cb_count, f), 0);
+	assert_int_equal(h->fr[0].inlen + h->fr[1].inlen + h->fr[2].inlen, 9);
+	router_stdin_written(h->rk[2], 0);
+	h_loop(h);
+	assert_int_equal(c[0] + f[0], 0);
+	router_stdin_written(h->rk[0], 0);
+	h_loop(h);
+	assert_int_equal(c[0], 1);
+	assert_int_equal(c[1], ROUTER_SUCCESS);
+	assert_int_equal(f[0], 1);
+	h_free(h);
+}
+
+/* Rank exit fails the unacknowledged writes (counted as discarded); a late
+ * router_stdin_written() is ignored.  Cancel of a pending push: consumed. */
+static void pending_exit_and_cancel(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0}, k[2] = {0};
+	router_push_t *p;
+	struct router_stats st;
+
+	(void)state;
+	h->fr[0].pending = true;
+	h->fr[1].pending = true;
+	assert_int_equal(router_push(job, 0, "gone", 4, 0, h_cb_count, c, NULL),
+			 0);
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_stdin_written(h->rk[0], 0);
+	h_loop(h);
+	assert_int_equal(c[0], 1);
+	assert_int_equal(c[1], ROUTER_ERR_PIPE);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.stdin_discarded, 4);
+	assert_int_equal(st.stdin_bytes, 0);
+	assert_int_equal(router_push(job, 1, "kept", 4, 0, h_cb_count, k, &p),
+			 0);
+	assert_int_equal(router_push_cancel(p), 4); /* the sink has it */
+	router_stdin_written(h->rk[1], 0);
+	h_loop(h);
+	assert_int_equal(k[0], 0);
+	router_rank_stats(h->rk[1], &st);
+	assert_int_equal(st.stdin_bytes, 4);
+	h_free(h);
+}
+
+/* A broadcast canceled after one target took it goes on to the others from
+ * the router's copy: the caller frees (and here scribbles) its bytes. */
+static void cancel_mid_broadcast_keeps_a_copy(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three(h);
+	int c[2] = {0};
+	router_push_t *p;
+	char *b = malloc(5);
+
+	(void)state;
+	assert_non_null(b);
+	memcpy(b, "hello", 5);
+	router_stdin_flow(h->rk[1], true);
+	assert_int_equal(router_push(job, W, b, 5, 0, h_cb_count, c, &p), 0);
+	assert_int_equal(router_push_cancel(p), 5);
+	memset(b, 'X', 5);
+	free(b);
+	router_stdin_flow(h->rk[1], false);
+	h_loop(h);
+	assert_int_equal(h->fr[1].inlen, 5);
+	assert_memory_equal(h->fr[1].in, "hello", 5);
+	assert_int_equal(c[0], 0);
+	h_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +447,10 @@ int main(void)
 	    cmocka_unit_test(fifo_eof_rule),
 	    cmocka_unit_test(push_complete_is_eof),
 	    cmocka_unit_test(shutdown_cancels_pending_push),
+	    cmocka_unit_test(pending_write_completes_later),
+	    cmocka_unit_test(pending_broadcast_and_flush),
+	    cmocka_unit_test(pending_exit_and_cancel),
+	    cmocka_unit_test(cancel_mid_broadcast_keeps_a_copy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
