@@ -54,13 +54,14 @@ int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len)
 		"stdin_xoff: %" PRIu64 "\n"
 		"stdin_xon: %" PRIu64 "\n"
 		"dropped_bytes: %" PRIu64 "\n"
-		"stdin_discarded: %" PRIu64 "\n",
+		"stdin_discarded: %" PRIu64 "\n"
+		"stdin_unacked: %" PRIu64 "\n",
 		router_state_name(st.state), rk ? st.pid : (int64_t)-1,
 		rk && st.host ? st.host : "", st.exit_status, st.uid, st.gid,
 		st.stdout_bytes, st.stderr_bytes, st.stdin_bytes,
 		st.stdout_xoff, st.stdout_xon, st.stderr_xoff, st.stderr_xon,
 		st.stdin_xoff, st.stdin_xon, st.dropped_bytes,
-		st.stdin_discarded);
+		st.stdin_discarded, st.stdin_unacked);
 	/* The merged views have their own windows: what they lost is not
 	 * in dropped_bytes (the sum over the ranks' own streams). */
 	if (!rk)

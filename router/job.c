@@ -591,6 +591,7 @@ static void add_rank(struct router_stats *o, const router_rank_t *rank)
 	o->dropped_bytes +=
 	    rank->ch[CI_OUT].s.dropped + rank->ch[CI_ERR].s.dropped;
 	o->stdin_discarded += rank->stdin_discarded;
+	o->stdin_unacked += rank->stdin_unacked;
 }
 
 void router_rank_stats(const router_rank_t *rank, struct router_stats *out)

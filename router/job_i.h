@@ -52,6 +52,7 @@ struct router_rank {
 	TAILQ_HEAD(, push_slice) fifo; /* pending slices, call order */
 	TAILQ_HEAD(, push_slice) sent; /* in the sink, completion pending */
 	uint64_t stdin_bytes, stdin_xoff, stdin_xon, stdin_discarded;
+	uint64_t stdin_unacked; /* bytes of the slices on @sent */
 	uint32_t writers; /* attached writers of this rank's stdin */
 	bool stdin_held;  /* sink reported XOFF */
 	bool had_writer;  /* some writer has been attached */

@@ -119,6 +119,7 @@ static void rank_pump(router_rank_t *rank)
 			/* the sink has the bytes; EOF may follow them */
 			sl->sent = true;
 			p->sent++;
+			rank->stdin_unacked += p->len;
 			TAILQ_INSERT_TAIL(&rank->sent, sl, link);
 			if (p->flags & ROUTER_PUSH_COMPLETE)
 				forward_eof(rank);
@@ -144,6 +145,7 @@ void router_stdin_written(router_rank_t *rank, int status)
 	TAILQ_REMOVE(&rank->sent, sl, link);
 	sl->sent = false;
 	sl->push->sent--;
+	rank->stdin_unacked -= sl->push->len;
 	if (status == 0)
 		rank->stdin_bytes += sl->push->len;
 	else
@@ -307,6 +309,7 @@ void push_rank_exit(router_rank_t *rank, int status)
 		TAILQ_REMOVE(&rank->sent, sl, link);
 		sl->sent = false;
 		sl->push->sent--;
+		rank->stdin_unacked -= sl->push->len;
 		rank->stdin_discarded += sl->push->len;
 		slice_done(sl, status);
 	}

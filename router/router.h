@@ -318,6 +318,9 @@ struct router_stats {
 	 * no reader attached), and bytes delivered after EOF. */
 	uint64_t dropped_bytes;
 	uint64_t stdin_discarded; /* undeliverable stdin at rank exit */
+	/* stdin a sink holds pending (ROUTER_STDIN_PENDING), not yet
+	 * acknowledged: neither in stdin_bytes nor discarded yet */
+	uint64_t stdin_unacked;
 	/* Job only: the same for the merged views (not in dropped_bytes,
 	 * which, like every job counter, is the sum over the ranks). */
 	uint64_t merged_dropped_bytes;

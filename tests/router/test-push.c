@@ -320,6 +320,7 @@ static void pending_write_completes_later(void **state)
 	assert_int_equal(c[0][0] + c[1][0] + c[2][0], 0);
 	router_rank_stats(h->rk[0], &st);
 	assert_int_equal(st.stdin_bytes, 0); /* nothing acknowledged yet */
+	assert_int_equal(st.stdin_unacked, 6);
 	router_stdin_written(h->rk[0], 0);
 	h_loop(h);
 	assert_int_equal(c[0][0], 1);
@@ -336,6 +337,7 @@ static void pending_write_completes_later(void **state)
 	router_rank_stats(h->rk[0], &st);
 	assert_int_equal(st.stdin_bytes, 4);
 	assert_int_equal(st.stdin_discarded, 2);
+	assert_int_equal(st.stdin_unacked, 0);
 	/* EOF follows the bytes into the sink at once. */
 	assert_int_equal(router_push(job, 0, "zz", 2, ROUTER_PUSH_COMPLETE,
 				     h_cb_count, c[0], NULL),
@@ -398,6 +400,7 @@ static void pending_exit_and_cancel(void **state)
 	router_rank_stats(h->rk[0], &st);
 	assert_int_equal(st.stdin_discarded, 4);
 	assert_int_equal(st.stdin_bytes, 0);
+	assert_int_equal(st.stdin_unacked, 0);
 	assert_int_equal(router_push(job, 1, "kept", 4, 0, h_cb_count, k, &p),
 			 0);
 	assert_int_equal(router_push_cancel(p), 4); /* the sink has it */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Random API sequences (a model check): whatever the order of delivers,
  * reads, reader opens/closes, exits, re-registrations, pushes and sink
- * flow, the flow calls alternate strictly, every XOFF is paired by an XON
- * after shutdown, counters match the adapter's view, and every callback
- * fires exactly once. */
+ * flow, sinks that complete later (ROUTER_STDIN_PENDING), the flow calls
+ * alternate strictly, every XOFF is paired by an XON after shutdown, no
+ * stdin is left unacknowledged, and every callback fires exactly once. */
 #include "harness.h"
 
 #define NJ  3
@@ -45,6 +45,7 @@ static void reg(struct world *w, int j, int r)
 	struct router_rank_info info = {.pid = r, .job_size = NR};
 
 	router_proc_set(&p, ns(j), (uint32_t)r);
+	w->fr[j][r].pending = rnd(w, 2);
 	if (router_rank_register(w->h->r, &p, &info, &h_ops, &w->fr[j][r],
 				 &w->rk[j][r]) != 0)
 		w->rk[j][r] = NULL;
@@ -59,7 +60,7 @@ static void step(struct world *w)
 	router_rank_t *rk = job ? router_job_rank(job, (uint32_t)r) : NULL;
 	bool running = rk && w->rk[j][r] == rk;
 
-	switch (rnd(w, 12)) {
+	switch (rnd(w, 13)) {
 	case 0:
 	case 1:
 	case 2: { /* deliver, maybe with directives */
@@ -128,6 +129,10 @@ static void step(struct world *w)
 		if (running)
 			router_stdin_flow(rk, rnd(w, 2));
 		break;
+	case 12: /* a pending sink acknowledges its oldest write */
+		if (running)
+			router_stdin_written(rk, rnd(w, 4) ? 0 : -EPIPE);
+		break;
 	case 11: /* time passes, the loop runs, maybe a remove */
 		h->now += rnd(w, 200) * 1000000ull;
 		router_run_timers(h->r);
@@ -169,8 +174,11 @@ static void random_sequences(void **state)
 
 				router_rank_stats(router_job_rank_at(job, k),
 						  &st);
-				rk_xoff += st.stdout_xoff + st.stderr_xoff;
-				rk_xon += st.stdout_xon + st.stderr_xon;
+				rk_xoff += st.stdout_xoff + st.stderr_xoff +
+					   st.stdin_xoff;
+				rk_xon += st.stdout_xon + st.stderr_xon +
+					  st.stdin_xon;
+				assert_int_equal(st.stdin_unacked, 0);
 			}
 		}
 		assert_int_equal(rk_xoff, rk_xon);
