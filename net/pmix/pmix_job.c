@@ -61,8 +61,18 @@ void ps_job_free(struct ps_job *job)
 	if (!job)
 		return;
 	event_free(job->grace_ev);
-	for (size_t i = 0; i < job->nranks; i++)
-		free(job->ranks[i]);
+	for (size_t i = 0; i < job->nranks; i++) {
+		struct ps_rank *rk = job->ranks[i];
+
+		/* pushes PMIx never answered (their messages were reclaimed
+		 * by pmix_source_free() and never look at these again) */
+		while (rk && rk->pq) {
+			struct ps_push *pp = rk->pq;
+			rk->pq = pp->next;
+			free(pp);
+		}
+		free(rk);
+	}
 	free(job->ranks);
 	free(job);
 }
@@ -100,6 +110,7 @@ static struct ps_rank *rank_get(struct ps_job *job, uint32_t id)
 			return NULL;
 		rk->job = job;
 		rk->id = id;
+		rk->pq_tail = &rk->pq;
 		job->ranks[id] = rk;
 	}
 	return job->ranks[id];
@@ -370,36 +381,41 @@ static void pt_pushed(pmix_status_t status, void *cbdata)
 	ps_post(m);
 }
 
+/* Start one PMIx_IOF_push of a copy of @bytes (or of EOF).  Returns
+ * ROUTER_STDIN_PENDING (ps_push_done() completes it), 0 (PMIx completed it
+ * at once: no callback), or -errno. */
 static int push(struct ps_rank *rk, const void *bytes, size_t len, bool eof)
 {
 	pmix_source_t *ps = rk->job->ps;
+	struct ps_push *pp;
 	struct ps_msg *m;
 	bool t = true;
 	pmix_status_t st;
 
 	if (ps->lost || ps->closing)
 		return -EPIPE;
+	pp = calloc(1, sizeof(*pp));
+	if (!pp)
+		return -ENOMEM;
+	pp->write = !eof;
 	m = ps_op_new(ps, PS_MSG_PUSHED);
 	if (!m)
-		return -ENOMEM;
+		goto out_free_pp;
 	m->target = rk;
+	m->push = pp;
 	m->len = len;
 	PMIX_LOAD_PROCID(&m->proc, rk->job->nspace, rk->id);
 	if (len) {
 		m->bo.bytes = malloc(len);
-		if (!m->bo.bytes) {
-			ps_op_abort(m);
-			return -ENOMEM;
-		}
+		if (!m->bo.bytes)
+			goto out_abort_op;
 		memcpy(m->bo.bytes, bytes, len);
 		m->bo.size = len;
 	}
 	if (eof) {
 		PMIX_INFO_CREATE(m->info, 1);
-		if (!m->info) {
-			ps_op_abort(m);
-			return -ENOMEM;
-		}
+		if (!m->info)
+			goto out_abort_op;
 		m->ninfo = 1;
 		PMIx_Info_load(&m->info[0], PMIX_IOF_COMPLETE, &t, PMIX_BOOL);
 	}
@@ -416,17 +432,27 @@ static int push(struct ps_rank *rk, const void *bytes, size_t len, bool eof)
 #pragma GCC diagnostic pop
 #endif
 	if (st != PMIX_SUCCESS) {
-		ps_log("PMIx_IOF_push to %s/%u: %s", rk->job->nspace, rk->id,
-		       PMIx_Error_string(st));
+		if (st != PMIX_OPERATION_SUCCEEDED)
+			ps_log("PMIx_IOF_push to %s/%u: %s", rk->job->nspace,
+			       rk->id, PMIx_Error_string(st));
 		ps_op_abort(m);
+		free(pp);
 		return st == PMIX_OPERATION_SUCCEEDED ? 0 : -EPIPE;
 	}
-	rk->stdin_inflight += len;
-	if (rk->stdin_inflight > PS_STDIN_HIGH && !rk->stdin_xoff)
-		event_active(ps->flow_ev, EV_TIMEOUT, 0);
-	return 0;
+	/* the callback is handled on this (the loop) thread, after us */
+	*rk->pq_tail = pp;
+	rk->pq_tail = &pp->next;
+	return ROUTER_STDIN_PENDING;
+
+out_abort_op:
+	ps_op_abort(m);
+out_free_pp:
+	free(pp);
+	return -ENOMEM;
 }
 
+/* The FUSE write behind this is answered from its own push's callback:
+ * ps_push_done() -> router_stdin_written() -> the router push completes. */
 static int rank_stdin_write(void *ctx, router_rank_t *rr, const void *bytes,
 			    size_t len)
 {
@@ -438,8 +464,29 @@ static void rank_stdin_eof(void *ctx, router_rank_t *rr)
 	push(ctx, NULL, 0, true);
 }
 
-void ps_push_done(pmix_source_t *ps, struct ps_rank *rk, size_t len, int status)
+static bool push_ok(int status)
 {
+	return status == PMIX_SUCCESS || status == PMIX_OPERATION_SUCCEEDED;
+}
+
+/* Raise / release @rk's stdin latch: held while the server asked for a
+ * pause.  Never called from inside a router op (a deferred message or a
+ * timer). */
+static void rank_flow_eval(struct ps_rank *rk)
+{
+	if (!rk || !rk->rr || rk->server_xoff == rk->stdin_xoff)
+		return;
+	rk->stdin_xoff = rk->server_xoff;
+	router_stdin_flow(rk->rr, rk->stdin_xoff);
+}
+
+/* Loop thread (a deferred message, never inside a router op): a push's
+ * callback came.  Tell the router of the completed writes in push order. */
+void ps_push_done(pmix_source_t *ps, struct ps_msg *m)
+{
+	struct ps_rank *rk = m->target;
+	int status = m->status;
+
 #if IOFS_PMIX_HAVE_IOF_XOFF
 	if (status == PMIX_ERR_IOF_XOFF) {
 		/* the server has the bytes and asks us to pause: hold this
@@ -452,36 +499,25 @@ void ps_push_done(pmix_source_t *ps, struct ps_rank *rk, size_t len, int status)
 			evtimer_add(ps->xoff_ev, &tv);
 	}
 #endif
-	if (status != PMIX_SUCCESS && status != PMIX_OPERATION_SUCCEEDED)
+	if (!push_ok(status))
 		ps_log("stdin push to %s/%u completed with %s (%zu bytes)",
-		       rk->job->nspace, rk->id, PMIx_Error_string(status), len);
-	rk->stdin_inflight -=
-	    len < rk->stdin_inflight ? len : rk->stdin_inflight;
-	ps_flow_eval(ps);
-}
+		       rk->job->nspace, rk->id, PMIx_Error_string(status),
+		       m->len);
+	m->push->done = true;
+	m->push->status = status;
+	while (rk->pq && rk->pq->done) {
+		struct ps_push *pp = rk->pq;
 
-/* Raise / release each rank's stdin latch from its in-flight bytes.  Never
- * called from inside a router op (loop event or deferred message). */
-void ps_flow_eval(pmix_source_t *ps)
-{
-	for (struct ps_job *job = ps->jobs; job; job = job->next)
-		for (size_t i = 0; i < job->nranks; i++) {
-			struct ps_rank *rk = job->ranks[i];
-			bool want;
-			if (!rk || !rk->rr)
-				continue;
-			if (rk->stdin_inflight > PS_STDIN_HIGH ||
-			    rk->server_xoff)
-				want = true;
-			else if (rk->stdin_inflight <= PS_STDIN_LOW)
-				want = false;
-			else
-				want = rk->stdin_xoff;
-			if (want == rk->stdin_xoff)
-				continue;
-			rk->stdin_xoff = want;
-			router_stdin_flow(rk->rr, want);
-		}
+		rk->pq = pp->next;
+		if (!rk->pq)
+			rk->pq_tail = &rk->pq;
+		/* an exited rank's router side failed its writes already */
+		if (pp->write && rk->rr)
+			router_stdin_written(rk->rr,
+					     push_ok(pp->status) ? 0 : -EPIPE);
+		free(pp);
+	}
+	rank_flow_eval(rk);
 }
 
 /* The server-XOFF hold expired: release every such latch (a server still
@@ -490,7 +526,8 @@ void ps_flow_server_xon(pmix_source_t *ps)
 {
 	for (struct ps_job *job = ps->jobs; job; job = job->next)
 		for (size_t i = 0; i < job->nranks; i++)
-			if (job->ranks[i])
+			if (job->ranks[i]) {
 				job->ranks[i]->server_xoff = false;
-	ps_flow_eval(ps);
+				rank_flow_eval(job->ranks[i]);
+			}
 }

@@ -52,8 +52,6 @@ static void ps_destroy(pmix_source_t *ps)
 	}
 	if (ps->requery_ev)
 		event_free(ps->requery_ev);
-	if (ps->flow_ev)
-		event_free(ps->flow_ev);
 	if (ps->xoff_ev)
 		event_free(ps->xoff_ev);
 	pthread_mutex_destroy(&ps->lock);
@@ -588,7 +586,7 @@ static void ps_dispatch(void *arg)
 		}
 		break;
 	case PS_MSG_PUSHED:
-		ps_push_done(ps, m->target, m->len, m->status);
+		ps_push_done(ps, m);
 		break;
 	}
 	ps_msg_free(m);
@@ -608,11 +606,6 @@ static void on_requery(evutil_socket_t fd, short what, void *arg)
 	if (!ps->query_inflight)
 		ps->query_ticks = 0;
 	query_now(ps);
-}
-
-static void on_flow(evutil_socket_t fd, short what, void *arg)
-{
-	ps_flow_eval(arg);
 }
 
 static void on_server_xon(evutil_socket_t fd, short what, void *arg)
@@ -723,9 +716,8 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	ps->r = r;
 	pthread_mutex_init(&ps->lock, NULL);
 	ps->requery_ev = event_new(base, -1, EV_PERSIST, on_requery, ps);
-	ps->flow_ev = event_new(base, -1, 0, on_flow, ps);
 	ps->xoff_ev = evtimer_new(base, on_server_xon, ps);
-	if (!ps->requery_ev || !ps->flow_ev || !ps->xoff_ev)
+	if (!ps->requery_ev || !ps->xoff_ev)
 		goto out_destroy;
 
 	st = PMIx_tool_init(&ps->me, info, n);
@@ -781,7 +773,6 @@ void pmix_source_free(pmix_source_t *ps)
 	owner.owner = NULL; /* PMIx callbacks from here on do nothing */
 	pthread_mutex_unlock(&owner.lock);
 	event_del(ps->requery_ev);
-	event_del(ps->flow_ev);
 	event_del(ps->xoff_ev);
 	for (struct ps_job *job = ps->jobs; job; job = job->next)
 		ps_job_lost(job);

@@ -25,11 +25,11 @@
 struct event;
 struct event_base;
 
-/* Back-pressure toward a rank's stdin: in-flight push bytes (pushed, not yet
- * acknowledged by the server's callback) above HIGH raise the rank's stdin
- * XOFF; falling to LOW releases it. */
-#define PS_STDIN_HIGH (1u << 20)
-#define PS_STDIN_LOW  (PS_STDIN_HIGH / 2)
+/* Back-pressure toward a rank's stdin: each FUSE write is answered from its
+ * push's own callback (ROUTER_STDIN_PENDING).  The kernel serialises writes
+ * to one FUSE file (libfuse 3.14 has no FOPEN_PARALLEL_DIRECT_WRITES), so a
+ * rank has at most two pushes in flight: from its own stdin file and from
+ * the job's.  No byte-count latch is needed (docs/pmix.md). */
 /* With a libpmix that has PMIX_ERR_IOF_XOFF: a push answered with it holds
  * that rank's stdin this long (PMIx has no "resume" status, seed 002). */
 #define PS_SERVER_XOFF_MS 100
@@ -52,6 +52,15 @@ struct event_base;
 
 struct ps_job;
 
+/* One PMIx_IOF_push of a rank awaiting its callback, in push order: the
+ * callbacks may come in any order, the router hears of them in this one. */
+struct ps_push {
+	struct ps_push *next;
+	bool write; /* a ROUTER_STDIN_PENDING write (not the EOF push) */
+	bool done;  /* PMIx called back */
+	int status;
+};
+
 struct ps_rank {
 	struct ps_job *job;
 	uint32_t id;
@@ -61,8 +70,8 @@ struct ps_rank {
 	bool exit_pending; /* job ended; waiting for the streams */
 	bool have_code;	   /* PROC_TERMINATED gave its own code */
 	int code;
-	uint64_t stdin_inflight;    /* pushed bytes not yet acknowledged */
-	bool stdin_xoff;	    /* our router_stdin_flow() latch */
+	struct ps_push *pq, **pq_tail; /* pushes awaiting callbacks, owned */
+	bool stdin_xoff;	       /* our router_stdin_flow() latch */
 	bool server_xoff;	    /* the server answered a push with XOFF */
 	uint64_t out_xoff, out_xon; /* router flow() calls, counted */
 };
@@ -101,7 +110,6 @@ struct pmix_source {
 	unsigned query_ticks; /* requery ticks the current query has taken */
 	pmix_proc_t me;
 	struct event *requery_ev;
-	struct event *flow_ev; /* re-evaluate stdin latches, soon */
 	struct event *xoff_ev; /* ends the servers' stdin XOFFs (if any) */
 	struct ps_job *jobs;
 	pthread_mutex_t lock;	/* guards @pending (progress thread vs loop) */
@@ -137,6 +145,7 @@ struct ps_msg {
 	bool have_code;		  /* EVENT */
 	int code;		  /* EVENT exit code */
 	struct ps_rank *target;	  /* PUSHED */
+	struct ps_push *push;	  /* PUSHED: on target's queue, not owned */
 	pmix_byte_object_t bo;
 	pmix_info_t *info;
 	size_t ninfo;
@@ -173,9 +182,7 @@ void ps_job_lost(struct ps_job *job);
 void ps_job_free(struct ps_job *job);
 /* Deliver (or, closing, free) what was held for the size answer. */
 void ps_job_release_held(struct ps_job *job);
-void ps_push_done(pmix_source_t *ps, struct ps_rank *rk, size_t len,
-		  int status);
-void ps_flow_eval(pmix_source_t *ps);
+void ps_push_done(pmix_source_t *ps, struct ps_msg *m);
 void ps_flow_server_xon(pmix_source_t *ps);
 
 #endif /* IOFS_PMIX_SOURCE_I_H */
