@@ -35,14 +35,18 @@ WRITER="$IOFS_BUILD_DIR/tests/fs/fs-writer"
 W=$!
 track $W
 wait_for 10 info_at_least sig 0 stdin_xoff 1 || fail "writer never parked behind an XOFF"
-prev=-1
-for _ in $(seq 20); do # the writer must stall: its count stops growing
-	cur=$(cat "$T/written" 2>/dev/null || echo 0)
-	[ "$cur" = "$prev" ] && break
-	prev=$cur
-	sleep 0.3
-done
-[ "$cur" = "$prev" ] || fail "writer never blocked (wrote $cur)"
+# stalls COUNTFILE: the writer's count stops growing (it is parked)
+stalls() {
+	local prev=-1 cur
+	for _ in $(seq 20); do
+		cur=$(cat "$1" 2>/dev/null || echo 0)
+		[ "$cur" = "$prev" ] && return 0
+		prev=$cur
+		sleep 0.3
+	done
+	return 1
+}
+stalls "$T/written" || fail "writer never blocked (wrote $(cat "$T/written"))"
 kill -INT $W
 wait_for 2 finished $W || fail "parked writer ignored SIGINT"
 written=$(cat "$T/written")
@@ -50,6 +54,29 @@ log "writer stopped after $written bytes"
 touch "$T/open"
 wait_for 20 exited "$MNT/sig/0/info" || fail "rank 0 did not end"
 assert_eq "bytes the rank got == write() total" "$written" "$(stat -c %s "$T/sig.0")"
+
+# Ctrl-C of a writer into the job's stdin that one rank took and the other
+# (not reading) has not: the write counts as consumed and the slow rank
+# still gets those bytes, from the daemon's own copy (the writer's buffer is
+# gone) -- both ranks get exactly the write() total, all 'x'.
+run_job bc 2 sh -c "[ \$IOFS_RANK = 1 ] && { $(gate bc-open); }; cat > $T/bc.\$IOFS_RANK"
+"$WRITER" "$MNT/bc/stdin" "$T/bcwritten" >/dev/null &
+W=$!
+track $W
+wait_for 10 info_at_least bc 1 stdin_xoff 1 || fail "broadcast writer never parked behind rank 1"
+stalls "$T/bcwritten" || fail "broadcast writer never blocked (wrote $(cat "$T/bcwritten"))"
+kill -INT $W
+wait_for 2 finished $W || fail "parked broadcast writer ignored SIGINT"
+written=$(cat "$T/bcwritten")
+touch "$T/bc-open"
+wait_for 20 exited "$MNT/bc/0/info" || fail "bc rank 0 did not end"
+wait_for 20 exited "$MNT/bc/1/info" || fail "bc rank 1 did not end"
+head -c "$written" /dev/zero | tr '\0' x >"$T/bc.want"
+for r in 0 1; do
+	assert_eq "bc rank $r got the write() total" "$written" "$(stat -c %s "$T/bc.$r")"
+	assert_eq "bc rank $r bytes" "$(sha "$T/bc.want")" "$(sha "$T/bc.$r")"
+done
+log "broadcast writer stopped after $written bytes; both ranks exact"
 
 # SIGTERM with a parked reader and a parked writer
 run_job term 1 sh -c "echo hi; $(gate never)"
