@@ -88,6 +88,27 @@ static void forward_eof(router_rank_t *rank)
 		rank->ops->stdin_eof(rank->ctx, rank);
 }
 
+/* The sink took slice @sl with @rc (stdin_write's or stdin_write_job's). */
+static void slice_written(struct push_slice *sl, int rc)
+{
+	router_rank_t *rank = sl->rank;
+	struct router_push *p = sl->push;
+
+	if (rc == ROUTER_STDIN_PENDING) {
+		sl->sent = true;
+		p->sent++;
+		rank->stdin_unacked += p->len;
+		TAILQ_INSERT_TAIL(&rank->sent, sl, link);
+	} else if (rc == 0) {
+		rank->stdin_bytes += p->len;
+	}
+	if ((rc == 0 || rc == ROUTER_STDIN_PENDING) &&
+	    (p->flags & ROUTER_PUSH_COMPLETE))
+		forward_eof(rank);
+	if (rc != ROUTER_STDIN_PENDING)
+		slice_done(sl, rc == 0 ? 0 : ROUTER_ERR_PIPE);
+}
+
 /* Feed the sink while it is not XOFFed. */
 static void rank_pump(router_rank_t *rank)
 {
@@ -115,22 +136,8 @@ static void rank_pump(router_rank_t *rank)
 			else
 				rc = -EPIPE;
 		}
-		if (rc == ROUTER_STDIN_PENDING) {
-			/* the sink has the bytes; EOF may follow them */
-			sl->sent = true;
-			p->sent++;
-			rank->stdin_unacked += p->len;
-			TAILQ_INSERT_TAIL(&rank->sent, sl, link);
-			if (p->flags & ROUTER_PUSH_COMPLETE)
-				forward_eof(rank);
-			continue;
-		}
-		if (rc == 0) {
-			rank->stdin_bytes += p->len;
-			if (p->flags & ROUTER_PUSH_COMPLETE)
-				forward_eof(rank);
-		}
-		slice_done(sl, rc == 0 ? 0 : ROUTER_ERR_PIPE);
+		/* the sink has the bytes (maybe pending); EOF may follow */
+		slice_written(sl, rc);
 	}
 	rank->pumping = false;
 }
@@ -151,6 +158,52 @@ void router_stdin_written(router_rank_t *rank, int status)
 	else
 		rank->stdin_discarded += sl->push->len;
 	slice_done(sl, status == 0 ? 0 : ROUTER_ERR_PIPE);
+}
+
+/*
+ * A broadcast whose every target is free (the slice at the head of its
+ * FIFO, not held, not inside a write) and shares one ops table offering
+ * stdin_write_job goes to the sink in one call.  Returns false if not.
+ */
+static bool push_whole_job(struct router_push *p)
+{
+	const struct router_source_ops *ops = p->slices[0].rank->ops;
+	router_rank_t *one[8], **targets = one;
+	int rc;
+
+	if (!ops || !ops->stdin_write_job || !p->len || p->nslices < 2)
+		return false;
+	for (uint32_t i = 0; i < p->nslices; i++) {
+		router_rank_t *rk = p->slices[i].rank;
+
+		if (rk->ops != ops || rk->stdin_held || rk->pumping ||
+		    TAILQ_FIRST(&rk->fifo) != &p->slices[i])
+			return false;
+	}
+	if (p->nslices > 8 &&
+	    !(targets = malloc(p->nslices * sizeof(*targets))))
+		return false; /* one write per rank then */
+	for (uint32_t i = 0; i < p->nslices; i++) {
+		struct push_slice *sl = &p->slices[i];
+
+		TAILQ_REMOVE(&sl->rank->fifo, sl, link);
+		sl->queued = false;
+		targets[i] = sl->rank;
+		sl->rank->pumping = true;
+	}
+	rc = ops->stdin_write_job(p->slices[0].rank->ctx, targets, p->nslices,
+				  p->bytes, p->len);
+	for (uint32_t i = 0; i < p->nslices; i++)
+		targets[i]->pumping = false;
+	if (targets != one)
+		free(targets);
+	/* slice_done() may finish (not free) the push on the last slice */
+	for (uint32_t i = 0, n = p->nslices; i < n; i++)
+		slice_written(&p->slices[i], rc);
+	/* a sink may have XONed from inside the call: drain what queued */
+	for (uint32_t i = 0; i < p->nslices; i++)
+		rank_pump(p->slices[i].rank);
+	return true;
 }
 
 static bool rank_takes_stdin(const router_rank_t *rank)
@@ -222,6 +275,8 @@ int router_push(router_job_t *job, uint32_t rank, const void *bytes, size_t len,
 	if (handle)
 		*handle = p;
 	/* Write now where the sinks are open; the callback stays deferred. */
+	if (rank == ROUTER_RANK_WILDCARD && push_whole_job(p))
+		return ROUTER_SUCCESS;
 	for (uint32_t i = 0; i < p->nslices && !p->finished; i++) {
 		router_rank_t *rk = p->slices[i].rank;
 

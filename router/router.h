@@ -211,6 +211,15 @@ struct router_source_ops {
 	                   size_t len);
 	/* The last stdin writer is gone: forward EOF. */
 	void (*stdin_eof)(void *ctx, router_rank_t *rank);
+	/* Optional: forward one broadcast to @targets (@n ranks of one job)
+	 * in a single operation (PMIx: one push to the wildcard rank).  Used
+	 * instead of a stdin_write per rank when every target has these same
+	 * ops and nothing queued or held before it; @ctx is targets[0]'s.
+	 * Returns like stdin_write, for all targets at once; after
+	 * ROUTER_STDIN_PENDING, router_stdin_written() is due once for every
+	 * target (each in its own rank's order). */
+	int (*stdin_write_job)(void *ctx, router_rank_t *const *targets,
+			       size_t n, const void *bytes, size_t len);
 };
 
 struct router_rank_info {

@@ -438,6 +438,148 @@ static void cancel_mid_broadcast_keeps_a_copy(void **state)
 	h_free(h);
 }
 
+/* A job-wide sink (stdin_write_job): a broadcast to free targets is one
+ * call; any held, queued-behind or foreign target falls back to one write
+ * per rank, keeping each rank's order. */
+static struct {
+	struct h *h;
+	int calls;
+	size_t n;
+	int rc;
+} js;
+
+static int rec_job(void *ctx, router_rank_t *const *targets, size_t n,
+		   const void *b, size_t len)
+{
+	(void)ctx;
+	js.calls++;
+	js.n = n;
+	for (size_t i = 0; i < n; i++) {
+		struct flowrec *f = &js.h->fr[router_rank_id(targets[i]) & 7];
+
+		memcpy(f->in + f->inlen, b, len);
+		f->inlen += len;
+	}
+	return js.rc;
+}
+
+static const struct router_source_ops job_ops = {
+    .stdin_write = h_stdin_write,
+    .stdin_eof = h_stdin_eof,
+    .stdin_write_job = rec_job,
+};
+
+static router_job_t *three_job_sink(struct h *h, int foreign)
+{
+	router_proc_t p;
+
+	memset(&js, 0, sizeof(js));
+	js.h = h;
+	for (uint32_t i = 0; i < 3; i++) {
+		router_proc_set(&p, "js", i);
+		assert_int_equal(
+		    router_rank_register(h->r, &p, NULL,
+					 (int)i == foreign ? &h_ops : &job_ops,
+					 &h->fr[i], &h->rk[i]),
+		    0);
+	}
+	return router_job_lookup(h->r, "js");
+}
+
+static void job_sink_takes_a_broadcast_whole(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three_job_sink(h, -1);
+	int c[2] = {0}, d[2] = {0};
+	struct router_stats st;
+
+	(void)state;
+	assert_int_equal(router_push(job, W, "all", 3, 0, h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(js.calls, 1);
+	assert_int_equal(js.n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_memory_equal(h->fr[i].in, "all", 3);
+	h_loop(h);
+	assert_int_equal(c[0], 1);
+	assert_int_equal(c[1], ROUTER_SUCCESS);
+	router_job_stats(job, &st);
+	assert_int_equal(st.stdin_bytes, 9);
+	/* A rank with a write queued before the broadcast: per rank, in
+	 * order. */
+	router_stdin_flow(h->rk[0], true);
+	assert_int_equal(router_push(job, 0, "r0", 2, 0, h_cb_count, d, NULL),
+			 0);
+	assert_int_equal(router_push(job, W, "bc", 2, 0, h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(js.calls, 1);
+	assert_memory_equal(h->fr[1].in, "allbc", 5);
+	router_stdin_flow(h->rk[0], false);
+	assert_memory_equal(h->fr[0].in, "allr0bc", 7);
+	h_loop(h);
+	assert_int_equal(c[0] + d[0], 3);
+	/* Pending: the push completes when every target acknowledged. */
+	js.rc = ROUTER_STDIN_PENDING;
+	assert_int_equal(router_push(job, W, "p", 1, 0, h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(js.calls, 2);
+	router_job_stats(job, &st);
+	assert_int_equal(st.stdin_unacked, 3);
+	router_stdin_written(h->rk[0], 0);
+	router_stdin_written(h->rk[2], 0);
+	h_loop(h);
+	assert_int_equal(c[0], 2);
+	router_stdin_written(h->rk[1], 0);
+	h_loop(h);
+	assert_int_equal(c[0], 3);
+	assert_int_equal(c[1], ROUTER_SUCCESS);
+	/* A sink error fails every target. */
+	js.rc = -EPIPE;
+	assert_int_equal(router_push(job, W, "e", 1, 0, h_cb_count, c, NULL),
+			 0);
+	h_loop(h);
+	assert_int_equal(c[0], 4);
+	assert_int_equal(c[1], ROUTER_ERR_PIPE);
+	router_job_stats(job, &st);
+	assert_int_equal(st.stdin_unacked, 0);
+	assert_int_equal(st.stdin_bytes, 9 + 2 + 6 + 3);
+	h_free(h);
+}
+
+static void job_sink_falls_back_per_rank(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job = three_job_sink(h, 2); /* rank 2: other ops */
+	int c[2] = {0};
+
+	(void)state;
+	assert_int_equal(router_push(job, W, "x", 1, 0, h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(js.calls, 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(h->fr[i].inlen, 1);
+	h_free(h);
+	h = h_new(NULL);
+	job = three_job_sink(h, -1);
+	router_stdin_flow(h->rk[1], true); /* a held target */
+	assert_int_equal(router_push(job, W, "y", 1, 0, h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(js.calls, 0);
+	assert_int_equal(h->fr[0].inlen + h->fr[1].inlen + h->fr[2].inlen, 2);
+	router_stdin_flow(h->rk[1], false);
+	assert_int_equal(h->fr[1].inlen, 1);
+	/* one running target left: a plain write */
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_exit(h->rk[1], ROUTER_STATE_EXITED, 0);
+	assert_int_equal(router_push(job, W, "z", 1, 0, h_cb_count, c, NULL),
+			 0);
+	assert_int_equal(js.calls, 0);
+	assert_int_equal(h->fr[2].inlen, 2);
+	h_loop(h);
+	assert_int_equal(c[0], 3);
+	h_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -454,6 +596,8 @@ int main(void)
 	    cmocka_unit_test(pending_broadcast_and_flush),
 	    cmocka_unit_test(pending_exit_and_cancel),
 	    cmocka_unit_test(cancel_mid_broadcast_keeps_a_copy),
+	    cmocka_unit_test(job_sink_takes_a_broadcast_whole),
+	    cmocka_unit_test(job_sink_falls_back_per_rank),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

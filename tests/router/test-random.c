@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Random API sequences (a model check): whatever the order of delivers,
  * reads, reader opens/closes, exits, re-registrations, pushes and sink
- * flow, sinks that complete later (ROUTER_STDIN_PENDING), the flow calls
+ * flow, sinks that complete later (ROUTER_STDIN_PENDING), job-wide sinks
+ * (stdin_write_job) next to per-rank ones, the flow calls
  * alternate strictly, every XOFF is paired by an XON after shutdown, no
  * stdin is left unacknowledged, and every callback fires exactly once. */
 #include "harness.h"
@@ -39,6 +40,24 @@ static const char *ns(int j)
 	return n[j];
 }
 
+/* A job-wide sink: pending (or not) for every target like targets[0]. */
+static int job_write(void *ctx, router_rank_t *const *targets, size_t n,
+		     const void *b, size_t len)
+{
+	(void)targets;
+	(void)n;
+	(void)b;
+	(void)len;
+	return ((struct flowrec *)ctx)->pending ? ROUTER_STDIN_PENDING : 0;
+}
+
+static const struct router_source_ops job_ops = {
+    .flow = h_flow,
+    .stdin_write = h_stdin_write,
+    .stdin_eof = h_stdin_eof,
+    .stdin_write_job = job_write,
+};
+
 static void reg(struct world *w, int j, int r)
 {
 	router_proc_t p;
@@ -46,7 +65,8 @@ static void reg(struct world *w, int j, int r)
 
 	router_proc_set(&p, ns(j), (uint32_t)r);
 	w->fr[j][r].pending = rnd(w, 2);
-	if (router_rank_register(w->h->r, &p, &info, &h_ops, &w->fr[j][r],
+	if (router_rank_register(w->h->r, &p, &info,
+				 rnd(w, 3) ? &job_ops : &h_ops, &w->fr[j][r],
 				 &w->rk[j][r]) != 0)
 		w->rk[j][r] = NULL;
 }
