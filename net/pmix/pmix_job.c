@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <event2/event.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,11 +18,14 @@ static void rank_flow(void *ctx, router_rank_t *rr, uint32_t channel,
 static int rank_stdin_write(void *ctx, router_rank_t *rr, const void *bytes,
 			    size_t len);
 static void rank_stdin_eof(void *ctx, router_rank_t *rr);
+static int rank_stdin_write_job(void *ctx, router_rank_t *const *targets,
+				size_t n, const void *bytes, size_t len);
 
 static const struct router_source_ops rank_ops = {
     .flow = rank_flow,
     .stdin_write = rank_stdin_write,
     .stdin_eof = rank_stdin_eof,
+    .stdin_write_job = rank_stdin_write_job,
 };
 
 static void on_grace(evutil_socket_t fd, short what, void *arg);
@@ -381,41 +385,59 @@ static void pt_pushed(pmix_status_t status, void *cbdata)
 	ps_post(m);
 }
 
-/* Start one PMIx_IOF_push of a copy of @bytes (or of EOF).  Returns
- * ROUTER_STDIN_PENDING (ps_push_done() completes it), 0 (PMIx completed it
- * at once: no callback), or -errno. */
-static int push(struct ps_rank *rk, const void *bytes, size_t len, bool eof)
+/* "*" for the wildcard rank, else the number, in @buf. */
+static const char *rank_str(pmix_rank_t rank, char buf[16])
 {
-	pmix_source_t *ps = rk->job->ps;
-	struct ps_push *pp;
+	if (rank == PMIX_RANK_WILDCARD)
+		return "*";
+	snprintf(buf, 16, "%u", rank);
+	return buf;
+}
+
+/* Start one PMIx_IOF_push of a copy of @bytes (or of EOF) to rank @target
+ * of @job (PMIX_RANK_WILDCARD: the job), on behalf of @rks[0..n-1], which
+ * each get a record on their push queue.  Returns ROUTER_STDIN_PENDING
+ * (ps_push_done() completes it), 0 (PMIx completed it at once: no
+ * callback), or -errno. */
+static int push_to(struct ps_job *job, pmix_rank_t target,
+		   struct ps_rank *const *rks, size_t n, const void *bytes,
+		   size_t len, bool eof)
+{
+	pmix_source_t *ps = job->ps;
 	struct ps_msg *m;
 	bool t = true;
-	pmix_status_t st;
+	pmix_status_t st = PMIX_ERR_NOMEM;
+	size_t i = 0;
 
 	if (ps->lost || ps->closing)
 		return -EPIPE;
-	pp = calloc(1, sizeof(*pp));
-	if (!pp)
-		return -ENOMEM;
-	pp->write = !eof;
 	m = ps_op_new(ps, PS_MSG_PUSHED);
 	if (!m)
-		goto out_free_pp;
-	m->target = rk;
-	m->push = pp;
+		return -ENOMEM;
+	m->pushes = n == 1 ? &m->one : calloc(n, sizeof(*m->pushes));
+	if (!m->pushes)
+		goto out_abort_op;
+	for (i = 0; i < n; i++) {
+		m->pushes[i] = calloc(1, sizeof(*m->pushes[i]));
+		if (!m->pushes[i])
+			goto out_free_records;
+		m->pushes[i]->rk = rks[i];
+		m->pushes[i]->write = !eof;
+	}
+	m->npushes = n;
 	m->len = len;
-	PMIX_LOAD_PROCID(&m->proc, rk->job->nspace, rk->id);
+	PMIX_LOAD_PROCID(&m->proc, job->nspace, target);
 	if (len) {
 		m->bo.bytes = malloc(len);
 		if (!m->bo.bytes)
-			goto out_abort_op;
+			goto out_free_records;
 		memcpy(m->bo.bytes, bytes, len);
 		m->bo.size = len;
 	}
 	if (eof) {
 		PMIX_INFO_CREATE(m->info, 1);
 		if (!m->info)
-			goto out_abort_op;
+			goto out_free_records;
 		m->ninfo = 1;
 		PMIx_Info_load(&m->info[0], PMIX_IOF_COMPLETE, &t, PMIX_BOOL);
 	}
@@ -432,23 +454,31 @@ static int push(struct ps_rank *rk, const void *bytes, size_t len, bool eof)
 #pragma GCC diagnostic pop
 #endif
 	if (st != PMIX_SUCCESS) {
+		char rb[16];
+
 		if (st != PMIX_OPERATION_SUCCEEDED)
-			ps_log("PMIx_IOF_push to %s/%u: %s", rk->job->nspace,
-			       rk->id, PMIx_Error_string(st));
-		ps_op_abort(m);
-		free(pp);
-		return st == PMIX_OPERATION_SUCCEEDED ? 0 : -EPIPE;
+			ps_log("PMIx_IOF_push to %s/%s: %s", job->nspace,
+			       rank_str(target, rb), PMIx_Error_string(st));
+		i = n;
+		goto out_free_records;
 	}
 	/* the callback is handled on this (the loop) thread, after us */
-	*rk->pq_tail = pp;
-	rk->pq_tail = &pp->next;
+	for (i = 0; i < n; i++) {
+		struct ps_rank *rk = rks[i];
+
+		*rk->pq_tail = m->pushes[i];
+		rk->pq_tail = &m->pushes[i]->next;
+	}
 	return ROUTER_STDIN_PENDING;
 
+out_free_records:
+	while (i-- > 0)
+		free(m->pushes[i]);
 out_abort_op:
-	ps_op_abort(m);
-out_free_pp:
-	free(pp);
-	return -ENOMEM;
+	ps_op_abort(m); /* frees m->pushes */
+	if (st == PMIX_OPERATION_SUCCEEDED)
+		return 0;
+	return st == PMIX_ERR_NOMEM ? -ENOMEM : -EPIPE;
 }
 
 /* The FUSE write behind this is answered from its own push's callback:
@@ -456,12 +486,44 @@ out_free_pp:
 static int rank_stdin_write(void *ctx, router_rank_t *rr, const void *bytes,
 			    size_t len)
 {
-	return push(ctx, bytes, len, false);
+	struct ps_rank *rk = ctx;
+
+	return push_to(rk->job, rk->id, &rk, 1, bytes, len, false);
+}
+
+/* A write to the job's stdin with every target free: one push to
+ * PMIX_RANK_WILDCARD, acknowledged (and answered) once for all. */
+static int rank_stdin_write_job(void *ctx, router_rank_t *const *targets,
+				size_t n, const void *bytes, size_t len)
+{
+	struct ps_job *job = ((struct ps_rank *)ctx)->job;
+	struct ps_rank **rks = calloc(n, sizeof(*rks));
+	int rc;
+
+	if (!rks)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = router_rank_id(targets[i]);
+
+		if (id >= job->nranks || !job->ranks[id] ||
+		    job->ranks[id]->rr != targets[i]) {
+			ps_log("%s: stdin target rank %u is not ours",
+			       job->nspace, id);
+			free(rks);
+			return -EPIPE;
+		}
+		rks[i] = job->ranks[id];
+	}
+	rc = push_to(job, PMIX_RANK_WILDCARD, rks, n, bytes, len, false);
+	free(rks);
+	return rc;
 }
 
 static void rank_stdin_eof(void *ctx, router_rank_t *rr)
 {
-	push(ctx, NULL, 0, true);
+	struct ps_rank *rk = ctx;
+
+	push_to(rk->job, rk->id, &rk, 1, NULL, 0, true);
 }
 
 static bool push_ok(int status)
@@ -480,31 +542,9 @@ static void rank_flow_eval(struct ps_rank *rk)
 	router_stdin_flow(rk->rr, rk->stdin_xoff);
 }
 
-/* Loop thread (a deferred message, never inside a router op): a push's
- * callback came.  Tell the router of the completed writes in push order. */
-void ps_push_done(pmix_source_t *ps, struct ps_msg *m)
+/* Report @rk's completed pushes to the router, oldest first. */
+static void rank_push_drain(struct ps_rank *rk)
 {
-	struct ps_rank *rk = m->target;
-	int status = m->status;
-
-#if IOFS_PMIX_HAVE_IOF_XOFF
-	if (status == PMIX_ERR_IOF_XOFF) {
-		/* the server has the bytes and asks us to pause: hold this
-		 * rank's stdin a while (released by ps_flow_server_xon) */
-		struct timeval tv = {.tv_sec = 0,
-				     .tv_usec = PS_SERVER_XOFF_MS * 1000};
-		status = PMIX_SUCCESS;
-		rk->server_xoff = true;
-		if (!evtimer_pending(ps->xoff_ev, NULL))
-			evtimer_add(ps->xoff_ev, &tv);
-	}
-#endif
-	if (!push_ok(status))
-		ps_log("stdin push to %s/%u completed with %s (%zu bytes)",
-		       rk->job->nspace, rk->id, PMIx_Error_string(status),
-		       m->len);
-	m->push->done = true;
-	m->push->status = status;
 	while (rk->pq && rk->pq->done) {
 		struct ps_push *pp = rk->pq;
 
@@ -518,6 +558,42 @@ void ps_push_done(pmix_source_t *ps, struct ps_msg *m)
 		free(pp);
 	}
 	rank_flow_eval(rk);
+}
+
+/* Loop thread (a deferred message, never inside a router op): a push's
+ * callback came.  Tell the router of the completed writes in push order. */
+void ps_push_done(pmix_source_t *ps, struct ps_msg *m)
+{
+	int status = m->status;
+	bool xoff = false;
+	char rb[16];
+
+#if IOFS_PMIX_HAVE_IOF_XOFF
+	if (status == PMIX_ERR_IOF_XOFF) {
+		/* the server has the bytes and asks us to pause: hold these
+		 * ranks' stdin a while (released by ps_flow_server_xon) */
+		struct timeval tv = {.tv_sec = 0,
+				     .tv_usec = PS_SERVER_XOFF_MS * 1000};
+		status = PMIX_SUCCESS;
+		xoff = true;
+		if (!evtimer_pending(ps->xoff_ev, NULL))
+			evtimer_add(ps->xoff_ev, &tv);
+	}
+#endif
+	if (!push_ok(status))
+		ps_log("stdin push to %s/%s completed with %s (%zu bytes)",
+		       m->proc.nspace, rank_str(m->proc.rank, rb),
+		       PMIx_Error_string(status), m->len);
+	for (size_t i = 0; i < m->npushes; i++) {
+		m->pushes[i]->done = true;
+		m->pushes[i]->status = status;
+		if (xoff)
+			m->pushes[i]->rk->server_xoff = true;
+	}
+	/* each target is on its own queue once; a drain frees only its own */
+	for (size_t i = 0; i < m->npushes; i++)
+		rank_push_drain(m->pushes[i]->rk);
+	m->npushes = 0;
 }
 
 /* The server-XOFF hold expired: release every such latch (a server still

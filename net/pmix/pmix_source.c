@@ -78,6 +78,8 @@ void ps_msg_free(struct ps_msg *m)
 	ps = m->ps;
 	free(m->bytes);
 	free(m->bo.bytes);
+	if (m->pushes != &m->one)
+		free(m->pushes);
 	if (m->info)
 		PMIX_INFO_FREE(m->info, m->ninfo);
 	if (m->queries)

@@ -56,6 +56,7 @@ struct ps_job;
  * callbacks may come in any order, the router hears of them in this one. */
 struct ps_push {
 	struct ps_push *next;
+	struct ps_rank *rk; /* whose queue it is on */
 	bool write; /* a ROUTER_STDIN_PENDING write (not the EOF push) */
 	bool done;  /* PMIx called back */
 	int status;
@@ -144,8 +145,10 @@ struct ps_msg {
 	size_t len;		  /* IOF, PUSHED */
 	bool have_code;		  /* EVENT */
 	int code;		  /* EVENT exit code */
-	struct ps_rank *target;	  /* PUSHED */
-	struct ps_push *push;	  /* PUSHED: on target's queue, not owned */
+	/* PUSHED: one record per target rank, each on its rank's queue (not
+	 * owned); the array is owned unless it is @one (a one-rank push) */
+	struct ps_push **pushes, *one;
+	size_t npushes;
 	pmix_byte_object_t bo;
 	pmix_info_t *info;
 	size_t ninfo;

@@ -71,6 +71,16 @@ pmix_status_t up_push_stdin(const pmix_proc_t *source,
 	op->status = PMIX_SUCCESS;
 	op->pending = 1; /* held until every chunk is queued */
 
+	/* the tests count pushes by target: "push NSPACE:RANK|* BYTES[ eof]" */
+	for (size_t t = 0; t < ntargets; t++) {
+		if (targets[t].rank == PMIX_RANK_WILDCARD)
+			say("push %s:* %zu%s", targets[t].nspace,
+			    bo ? bo->size : 0, eof ? " eof" : "");
+		else
+			say("push %s:%u %zu%s", targets[t].nspace,
+			    targets[t].rank, bo ? bo->size : 0,
+			    eof ? " eof" : "");
+	}
 	pthread_mutex_lock(&host.lock);
 	for (size_t t = 0; t < ntargets; t++) {
 		for (int j = 0; j < host.njobs; j++) {

@@ -37,13 +37,15 @@ struct host host = {
     .control_fd = -1,
 };
 
+/* One whole line per call (the progress thread says things too). */
 void say(const char *fmt, ...)
 {
+	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	printf("%s\n", line);
 	fflush(stdout);
 }
 

@@ -12,7 +12,8 @@
 #    flight and the writers together were told exactly what the server
 #    acknowledged; then every 64 KiB write arrives once, whole, in each
 #    writer's order.
-# 3. The job's stdin reaches the ranks that still take stdin (0 and 3).
+# 3. The job's stdin reaches the ranks that still take stdin (0 and 3), as
+#    pushes to PMIX_RANK_WILDCARD.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/pmix/common.sh"
 
@@ -128,6 +129,11 @@ done
 for r in 0 3; do
 	assert_eq "rank $r got b" "$(sha "$T/b")" "$(sha "$T/got.$r")"
 done
+# ... as pushes to PMIX_RANK_WILDCARD (the host logs each push's target)
+wild=$(awk '$1 == "push" && $2 == "ns2:*" && $4 != "eof" { s += $3 } END { print s + 0 }' "$T/host.log")
+assert_eq "job stdin bytes pushed to ns2:*" "$(stat -c %s "$T/b")" "$wild"
+per=$(awk '$1 == "push" && ($2 == "ns2:0" || $2 == "ns2:3") && $3 > 0 { n++ } END { print n + 0 }' "$T/host.log")
+assert_eq "data pushes to ranks 0 and 3 one by one" 0 "$per"
 
 for r in 1 2; do
 	x=$(info_get "$MNT/ns2/$r/info" stdin_xoff)
@@ -139,4 +145,4 @@ assert_eq "no stdin XOFF (libpmix 4.2.2 has none to give)" 0 "$(info_get "$MNT/n
 assert_eq "rank 1 stdin_bytes" "$(stat -c %s "$T/a")" "$(info_get "$MNT/ns2/1/info" stdin_bytes)"
 assert_eq "rank 2 stdin_bytes" $((NW * 8 * CH)) "$(info_get "$MNT/ns2/2/info" stdin_bytes)"
 stop_daemon
-log "ok: a writer into a rank that does not read held at $acked acked + $unacked pending; $NW writers: $acked2 + $unacked2; then $((NW * 8 * CH)) bytes exact in 64 KiB writes; $(stat -c %s "$T/b") bytes to ranks 0,3"
+log "ok: a writer into a rank that does not read held at $acked acked + $unacked pending; $NW writers: $acked2 + $unacked2; then $((NW * 8 * CH)) bytes exact in 64 KiB writes; $(stat -c %s "$T/b") bytes to ranks 0,3 in pushes to ns2:*"
