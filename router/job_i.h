@@ -23,6 +23,7 @@ struct line_state {
 	char *buf; /* pending partial line, NULL when none */
 	uint32_t len, cap;
 	uint64_t since; /* arrival of the first pending byte */
+	uint64_t due;	/* timer flush time; r->pend is ordered by it */
 	router_directives_t
 	    dirs;	  /* effective directives of the pending bytes */
 	uint32_t channel; /* channel named in the tag */

@@ -267,6 +267,7 @@ static int pend_add(router_t *r, struct line_state *ls, const void *p, size_t n,
 	memcpy(ls->buf + ls->len, p, n);
 	if (ls->len == 0) {
 		ls->since = now;
+		ls->due = now + r->buffering_ns;
 		if (!ls->queued) {
 			TAILQ_INSERT_TAIL(&r->pend, ls, pend_link);
 			ls->queued = true;

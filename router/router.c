@@ -176,7 +176,7 @@ void router_timer_arm(router_t *r)
 	if (!ls || r->freeing)
 		return;
 	now = router_now(r);
-	due = ls->since + r->buffering_ns;
+	due = ls->due;
 	wait = due > now ? due - now : 0;
 	if (wait > r->buffering_ns)
 		wait = r->buffering_ns; /* the clock went back */
@@ -194,11 +194,21 @@ void router_run_timers(router_t *r)
 	if (!r)
 		return;
 	now = router_now(r);
-	while ((ls = TAILQ_FIRST(&r->pend)) &&
-	       ls->since + r->buffering_ns <= now) {
+	while ((ls = TAILQ_FIRST(&r->pend)) && ls->due <= now) {
 		int ci;
 		router_rank_t *rank = line_rank(ls, &ci);
-		int rc = line_flush(rank, ci, false);
+		int rc;
+
+		if (rank->ch[ci].reasons) {
+			/* We hold this producer back, so the rest of its line
+			 * waits in its pipe because of us: flushing now would
+			 * split the line.  Wait another period. */
+			TAILQ_REMOVE(&r->pend, ls, pend_link);
+			ls->due = now + r->buffering_ns;
+			TAILQ_INSERT_TAIL(&r->pend, ls, pend_link);
+			continue;
+		}
+		rc = line_flush(rank, ci, false);
 
 		if (rc < 0)
 			router_logf(r, LOG_ERR,

@@ -420,6 +420,54 @@ static void property_random_chunking(void **state)
 	free(in);
 }
 
+/* While we hold a rank's producer back (its latch is asserted), the rest of
+ * its partial line waits in the producer's pipe because of us: the timer
+ * does not flush the part, so the line is not split (no "+" continuation).
+ * Once the latch is released the timer flushes as usual. */
+static void held_partial_line_is_not_split(void **state)
+{
+	struct router_config cfg = {.window = 4096, .low_water = 1024};
+	struct h *h = h_new(&cfg);
+	router_reader_t *rd;
+	struct mv m;
+	char *b = malloc(5000), *sink = malloc(16384);
+	uint64_t off = 0;
+
+	(void)state;
+	h_reg(h, "hx", 0, 1);
+	mv_open(h, &m, "hx", ROUTER_CH_STDOUT);
+	assert_int_equal(router_reader_open(router_job_lookup(h->r, "hx"), 0,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	memset(b, 'x', 5000);
+	b[4999] = '\n';
+	h_put(h, "hx", 0, ROUTER_CH_STDOUT, b, 5000, 0, 0, NULL);
+	assert_int_equal(h->fr[0].xoff[ROUTER_CH_STDOUT], 1); /* rd lags */
+	(void)mv_new(&m);
+	h_puts(h, "hx", 0, "abc");
+	h->now += 250 * 1000000ull;
+	router_run_timers(h->r);
+	assert_string_equal(mv_new(&m), ""); /* held: not flushed */
+	h_puts(h, "hx", 0, "def\n");
+	assert_string_equal(mv_new(&m), "[hx,0]<stdout>: abcdef\n");
+	h_puts(h, "hx", 0, "ghi");
+	h->now += 250 * 1000000ull;
+	router_run_timers(h->r);
+	assert_string_equal(mv_new(&m), "");
+	/* the slow reader catches up: XON; the timer works again */
+	(void)h_drain(rd, &off, sink, 16384);
+	assert_int_equal(h->fr[0].xon[ROUTER_CH_STDOUT], 1);
+	h->now += 100 * 1000000ull;
+	router_run_timers(h->r);
+	assert_string_equal(mv_new(&m), "[hx,0]<stdout>: ghi");
+	router_reader_close(rd);
+	router_reader_close(m.rd);
+	free(b);
+	free(sink);
+	h_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -427,6 +475,7 @@ int main(void)
 	    cmocka_unit_test(partial_line_timer_and_continuation),
 	    cmocka_unit_test(loop_timer_flushes),
 	    cmocka_unit_test(partial_flushed_at_shutdown),
+	    cmocka_unit_test(held_partial_line_is_not_split),
 	    cmocka_unit_test(formats),
 	    cmocka_unit_test(job_default_directives_and_buffering_size),
 	    cmocka_unit_test(property_random_chunking),
