@@ -46,10 +46,12 @@ static void rank_latch(router_rank_t *rank, int ci, unsigned reason, bool on)
 	}
 	if (!old == !c->reasons)
 		return;
-	if (c->reasons)
+	if (c->reasons) {
 		c->xoff++;
-	else
+	} else {
 		c->xon++;
+		line_resume(rank, ci);
+	}
 	if (rank->ops && rank->ops->flow)
 		rank->ops->flow(rank->ctx, rank, ci_channel[ci],
 				c->reasons != 0);

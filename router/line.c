@@ -278,6 +278,19 @@ static int pend_add(router_t *r, struct line_state *ls, const void *p, size_t n,
 	return 0;
 }
 
+void line_resume(router_rank_t *rank, int ci)
+{
+	router_t *r = rank->job->r;
+	struct line_state *ls = &rank->ch[ci].ls;
+
+	if (!ls->queued)
+		return;
+	TAILQ_REMOVE(&r->pend, ls, pend_link);
+	ls->due = router_now(r) + r->buffering_ns;
+	TAILQ_INSERT_TAIL(&r->pend, ls, pend_link);
+	router_timer_arm(r);
+}
+
 int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
 	      size_t n, const router_directives_t *eff, uint64_t now)
 {

@@ -28,6 +28,9 @@ int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
 int line_flush(router_rank_t *rank, int ci, bool final);
 /* Free the pending buffer and leave r->pend. */
 void line_reset(router_t *r, struct line_state *ls);
+/* @rank's channel @ci is no longer held back: its pending partial line (if
+ * any) gets a whole buffering period from now for the rest to arrive. */
+void line_resume(router_rank_t *rank, int ci);
 /* The line state's owner. */
 router_rank_t *line_rank(struct line_state *ls, int *ci);
 

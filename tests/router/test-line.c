@@ -423,7 +423,8 @@ static void property_random_chunking(void **state)
 /* While we hold a rank's producer back (its latch is asserted), the rest of
  * its partial line waits in the producer's pipe because of us: the timer
  * does not flush the part, so the line is not split (no "+" continuation).
- * Once the latch is released the timer flushes as usual. */
+ * Once the latch is released the line gets a whole period, then the timer
+ * flushes as usual. */
 static void held_partial_line_is_not_split(void **state)
 {
 	struct router_config cfg = {.window = 4096, .low_water = 1024};
@@ -455,10 +456,16 @@ static void held_partial_line_is_not_split(void **state)
 	h->now += 250 * 1000000ull;
 	router_run_timers(h->r);
 	assert_string_equal(mv_new(&m), "");
-	/* the slow reader catches up: XON; the timer works again */
+	/* the slow reader catches up: XON, and the line gets a whole period
+	 * from then for its rest (it was due 10 ms later); then the timer
+	 * flushes as usual */
+	h->now += 90 * 1000000ull;
 	(void)h_drain(rd, &off, sink, 16384);
 	assert_int_equal(h->fr[0].xon[ROUTER_CH_STDOUT], 1);
-	h->now += 100 * 1000000ull;
+	h->now += 10 * 1000000ull;
+	router_run_timers(h->r);
+	assert_string_equal(mv_new(&m), "");
+	h->now += 90 * 1000000ull;
 	router_run_timers(h->r);
 	assert_string_equal(mv_new(&m), "[hx,0]<stdout>: ghi");
 	router_reader_close(rd);
