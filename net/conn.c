@@ -7,7 +7,8 @@
  * Ordering.  Deliveries and EXITs enter one FIFO per connection in frame
  * order; an entry leaves the FIFO only once it and everything before it is
  * done, so an EXIT is applied after every byte sent before it has reached
- * the router, and the ACK counters only ever cover a prefix of the stream.
+ * the router, and the ACK counters only ever cover a prefix of the stream
+ * (the FIFO itself: conn_dq.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,19 +27,17 @@
 #include "net/wire.h"
 
 static void conn_service(struct conn *c);
-static void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ------------------------------------------------------------------------ */
 /* Output                                                                    */
 
-static void conn_kick(struct conn *c)
+void conn_kick(struct conn *c)
 {
 	event_active(c->kick, EV_READ, 0);
 }
 
 /* Start/stop reading the socket (our own read event, see read_ev_cb). */
-static void conn_reading(struct conn *c, bool on)
+void conn_reading(struct conn *c, bool on)
 {
 	if (!c->rev || on == c->reading)
 		return;
@@ -97,7 +96,7 @@ static void send_ack(struct conn *c)
 	send_frame(c, &f);
 }
 
-static void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
+void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
 {
 	char msg[PROTO_MSG_MAX];
 	va_list ap;
@@ -184,128 +183,6 @@ static const struct router_source_ops source_ops = {
     .stdin_write = op_stdin_write,
     .stdin_eof = op_stdin_eof,
 };
-
-/* ------------------------------------------------------------------------ */
-/* The FIFO                                                                  */
-
-static void rank_finish(struct crank *cr, enum router_state st, int status)
-{
-	if (cr->state == CRANK_RUNNING) {
-		router_rank_t *rr = cr->rr;
-		cr->state = CRANK_DONE;
-		cr->rr = NULL;
-		router_rank_exit(rr, st, status);
-	}
-	cr->state = CRANK_DONE;
-}
-
-/* Pop every finished entry at the head; ACK if anything moved. */
-static void dq_pump(struct conn *c)
-{
-	bool moved = false;
-
-	while (c->dq_head && c->dq_head->done) {
-		struct dq_entry *e = c->dq_head;
-		c->dq_head = e->next;
-		if (!c->dq_head)
-			c->dq_tail = NULL;
-		if (e->is_exit) {
-			rank_finish(&c->ranks[e->rank_idx], ROUTER_STATE_EXITED,
-				    e->exit_status);
-			c->exits_done++;
-		} else {
-			c->dq_bytes -= e->len;
-			c->acked_bytes += e->len;
-		}
-		free(e);
-		moved = true;
-	}
-	if (moved) { /* one ACK per loop iteration: conn_service() sends it */
-		c->ack_pending = true;
-		conn_kick(c);
-	}
-	if ((c->susp & CONN_SUSP_DQ) && c->dq_bytes <= CONN_DQ_LOW) {
-		c->susp &= ~CONN_SUSP_DQ;
-		conn_kick(c);
-	}
-}
-
-static void dq_push(struct conn *c, struct dq_entry *e)
-{
-	e->c = c;
-	if (c->dq_tail)
-		c->dq_tail->next = e;
-	else
-		c->dq_head = e;
-	c->dq_tail = e;
-	if (!e->is_exit) {
-		c->dq_bytes += e->len;
-		if (c->dq_bytes > CONN_DQ_HIGH) {
-			c->susp |= CONN_SUSP_DQ;
-			conn_reading(c, false);
-		}
-	}
-}
-
-static void deliver_cb(int status, void *cbdata)
-{
-	struct dq_entry *e = cbdata;
-	struct conn *c = e->c;
-
-	if (!c) { /* orphan: its connection is gone */
-		free(e);
-		return;
-	}
-	e->done = true;
-	if (status != ROUTER_SUCCESS && status != ROUTER_OPERATION_SUCCEEDED)
-		conn_fail(c, PROTO_REFUSED_ROUTER,
-			  "delivery for rank %u failed: %s",
-			  c->ranks[e->rank_idx].rank, router_strerror(status));
-	dq_pump(c);
-}
-
-static int deliver(struct conn *c, uint32_t idx, uint32_t channel,
-		   const uint8_t *bytes, size_t len, bool complete)
-{
-	struct crank *cr = &c->ranks[idx];
-	struct dq_entry *e = c->frame_entry;
-	router_proc_t proc;
-
-	if (e) { /* the frame was read straight into an entry: no copy */
-		c->frame_entry = NULL;
-	} else {
-		e = malloc(sizeof(*e) + len);
-		if (!e) {
-			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-			return -1;
-		}
-		memset(e, 0, sizeof(*e));
-		if (len)
-			memcpy(e->bytes, bytes, len);
-		bytes = e->bytes;
-	}
-	e->payload = bytes;
-	e->rank_idx = idx;
-	e->len = len;
-	e->dirs = c->dirs;
-	if (complete) {
-		e->dirs.set |= ROUTER_DIR_COMPLETE;
-		e->dirs.value |= ROUTER_DIR_COMPLETE;
-	}
-	router_proc_set(&proc, c->nspace, cr->rank);
-	int rc = router_deliver(c->srv->router, &proc, channel, e->payload, len,
-				&e->dirs, deliver_cb, e);
-	if (rc != ROUTER_SUCCESS) {
-		free(e);
-		conn_fail(c, PROTO_REFUSED_ROUTER,
-			  "router refused %s of rank %u: %s",
-			  complete ? "COMPLETE" : "DATA", cr->rank,
-			  router_strerror(rc));
-		return -1;
-	}
-	dq_push(c, e);
-	return 0;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Frame handlers                                                            */
@@ -434,15 +311,16 @@ static int on_data(struct conn *c, const struct proto_frame *f)
 {
 	if (!running_rank(c, f))
 		return -1;
-	return deliver(c, f->rank - c->rank_base, f->channel, f->data, f->len,
-		       false);
+	return conn_deliver(c, f->rank - c->rank_base, f->channel, f->data,
+			    f->len, false);
 }
 
 static int on_complete(struct conn *c, const struct proto_frame *f)
 {
 	if (!running_rank(c, f))
 		return -1;
-	return deliver(c, f->rank - c->rank_base, f->channel, NULL, 0, true);
+	return conn_deliver(c, f->rank - c->rank_base, f->channel, NULL, 0,
+			    true);
 }
 
 static int on_exit_frame(struct conn *c, const struct proto_frame *f)
@@ -463,8 +341,8 @@ static int on_exit_frame(struct conn *c, const struct proto_frame *f)
 	e->exit_status =
 	    f->how == PROTO_EXIT_SIGNAL ? 128 + (int)f->code : (int)f->code;
 	cr->exit_queued = true;
-	dq_push(c, e);
-	dq_pump(c);
+	conn_dq_push(c, e);
+	conn_dq_pump(c);
 	return 0;
 }
 
@@ -818,24 +696,9 @@ void conn_destroy(struct conn *c)
 		c->bev = NULL;
 	}
 	evbuffer_free(c->in);
-	/* EXITs the forwarder did send are honoured, in order; bytes already
-	 * handed to the router stay there (their entries become orphans). */
-	while (c->dq_head) {
-		struct dq_entry *e = c->dq_head;
-		c->dq_head = e->next;
-		if (e->is_exit) {
-			rank_finish(&c->ranks[e->rank_idx], ROUTER_STATE_EXITED,
-				    e->exit_status);
-			free(e);
-		} else if (e->done) {
-			free(e);
-		} else {
-			e->c = NULL;
-		}
-	}
-	c->dq_tail = NULL;
+	conn_dq_release(c);
 	for (uint32_t i = 0; i < c->rank_count; i++)
-		rank_finish(&c->ranks[i], ROUTER_STATE_LOST, -1);
+		conn_rank_finish(&c->ranks[i], ROUTER_STATE_LOST, -1);
 	if (c->xoff_sent || c->xon_sent)
 		srv_log(
 		    s, LOG_DEBUG, "conn %llu: XOFF sent %llu, XON sent %llu",

@@ -156,4 +156,25 @@ void conn_destroy(struct conn *c);
 /* True if (nspace, rank) is claimed by a live connection other than @self. */
 bool conn_claims(const struct conn *c, const char *nspace, uint32_t rank);
 
+/* conn.c, for conn_dq.c: wake conn_service() soon; start/stop reading the
+ * socket; send ERROR with a logged reason and close (idempotent). */
+void conn_kick(struct conn *c);
+void conn_reading(struct conn *c, bool on);
+void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* conn_dq.c: the delivery FIFO. */
+/* Mark @cr ended in the router (once). */
+void conn_rank_finish(struct crank *cr, enum router_state st, int status);
+/* Append @e (owned by the FIFO from now on). */
+void conn_dq_push(struct conn *c, struct dq_entry *e);
+/* Pop every finished entry at the head; ACK if anything moved. */
+void conn_dq_pump(struct conn *c);
+/* DATA or COMPLETE of rank index @idx into the router, through the FIFO.
+ * 0, or -1 after conn_fail(). */
+int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
+		 const uint8_t *bytes, size_t len, bool complete);
+/* Teardown: apply queued EXITs in order, orphan deliveries in flight. */
+void conn_dq_release(struct conn *c);
+
 #endif /* IOFS_NET_SERVER_I_H */

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-connection delivery FIFO (part of conn.c's module, see
+ * server_i.h): DATA, COMPLETE and EXIT enter it in frame order; an entry
+ * leaves only once it and everything before it is done, so an EXIT is
+ * applied after every byte sent before it has reached the router, and the
+ * ACK counters only ever cover a prefix of the stream.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/net_i.h"
+#include "net/server_i.h"
+
+void conn_rank_finish(struct crank *cr, enum router_state st, int status)
+{
+	if (cr->state == CRANK_RUNNING) {
+		router_rank_t *rr = cr->rr;
+		cr->state = CRANK_DONE;
+		cr->rr = NULL;
+		router_rank_exit(rr, st, status);
+	}
+	cr->state = CRANK_DONE;
+}
+
+/* Pop every finished entry at the head; ACK if anything moved. */
+void conn_dq_pump(struct conn *c)
+{
+	bool moved = false;
+
+	while (c->dq_head && c->dq_head->done) {
+		struct dq_entry *e = c->dq_head;
+		c->dq_head = e->next;
+		if (!c->dq_head)
+			c->dq_tail = NULL;
+		if (e->is_exit) {
+			conn_rank_finish(&c->ranks[e->rank_idx],
+					 ROUTER_STATE_EXITED, e->exit_status);
+			c->exits_done++;
+		} else {
+			c->dq_bytes -= e->len;
+			c->acked_bytes += e->len;
+		}
+		free(e);
+		moved = true;
+	}
+	if (moved) { /* one ACK per loop iteration: conn_service() sends it */
+		c->ack_pending = true;
+		conn_kick(c);
+	}
+	if ((c->susp & CONN_SUSP_DQ) && c->dq_bytes <= CONN_DQ_LOW) {
+		c->susp &= ~CONN_SUSP_DQ;
+		conn_kick(c);
+	}
+}
+
+void conn_dq_push(struct conn *c, struct dq_entry *e)
+{
+	e->c = c;
+	if (c->dq_tail)
+		c->dq_tail->next = e;
+	else
+		c->dq_head = e;
+	c->dq_tail = e;
+	if (!e->is_exit) {
+		c->dq_bytes += e->len;
+		if (c->dq_bytes > CONN_DQ_HIGH) {
+			c->susp |= CONN_SUSP_DQ;
+			conn_reading(c, false);
+		}
+	}
+}
+
+static void deliver_cb(int status, void *cbdata)
+{
+	struct dq_entry *e = cbdata;
+	struct conn *c = e->c;
+
+	if (!c) { /* orphan: its connection is gone */
+		free(e);
+		return;
+	}
+	e->done = true;
+	if (status != ROUTER_SUCCESS && status != ROUTER_OPERATION_SUCCEEDED)
+		conn_fail(c, PROTO_REFUSED_ROUTER,
+			  "delivery for rank %u failed: %s",
+			  c->ranks[e->rank_idx].rank, router_strerror(status));
+	conn_dq_pump(c);
+}
+
+int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
+		 const uint8_t *bytes, size_t len, bool complete)
+{
+	struct crank *cr = &c->ranks[idx];
+	struct dq_entry *e = c->frame_entry;
+	router_proc_t proc;
+
+	if (e) { /* the frame was read straight into an entry: no copy */
+		c->frame_entry = NULL;
+	} else {
+		e = malloc(sizeof(*e) + len);
+		if (!e) {
+			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+			return -1;
+		}
+		memset(e, 0, sizeof(*e));
+		if (len)
+			memcpy(e->bytes, bytes, len);
+		bytes = e->bytes;
+	}
+	e->payload = bytes;
+	e->rank_idx = idx;
+	e->len = len;
+	e->dirs = c->dirs;
+	if (complete) {
+		e->dirs.set |= ROUTER_DIR_COMPLETE;
+		e->dirs.value |= ROUTER_DIR_COMPLETE;
+	}
+	router_proc_set(&proc, c->nspace, cr->rank);
+	int rc = router_deliver(c->srv->router, &proc, channel, e->payload, len,
+				&e->dirs, deliver_cb, e);
+	if (rc != ROUTER_SUCCESS) {
+		free(e);
+		conn_fail(c, PROTO_REFUSED_ROUTER,
+			  "router refused %s of rank %u: %s",
+			  complete ? "COMPLETE" : "DATA", cr->rank,
+			  router_strerror(rc));
+		return -1;
+	}
+	conn_dq_push(c, e);
+	return 0;
+}
+
+/* Connection teardown: EXITs the forwarder did send are honoured, in
+ * order; bytes already handed to the router stay there (their entries
+ * become orphans, freed by their callbacks). */
+void conn_dq_release(struct conn *c)
+{
+	while (c->dq_head) {
+		struct dq_entry *e = c->dq_head;
+		c->dq_head = e->next;
+		if (e->is_exit) {
+			conn_rank_finish(&c->ranks[e->rank_idx],
+					 ROUTER_STATE_EXITED, e->exit_status);
+			free(e);
+		} else if (e->done) {
+			free(e);
+		} else {
+			e->c = NULL;
+		}
+	}
+	c->dq_tail = NULL;
+}
