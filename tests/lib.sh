@@ -138,6 +138,32 @@ wait_exit() { wait_for "$1" bash -c "! kill -0 $2 2>/dev/null"; }
 # size_ge FILE BYTES: FILE exists and holds at least BYTES
 size_ge() { [ -e "$1" ] && [ "$(stat -c %s "$1")" -ge "$2" ]; }
 
+# reader_open PID FILE: process PID has FILE open, or waits inside a FUSE
+# request (an open of an empty live stream is parked: docs/filesystem.md)
+reader_open() {
+	local f
+	grep -q request_wait_answer "/proc/$1/wchan" 2>/dev/null && return 0
+	for f in /proc/"$1"/fd/*; do
+		[ "$(readlink "$f" 2>/dev/null)" = "$2" ] && return 0
+	done
+	return 1
+}
+# await_reader PID FILE: return once the daemon has handled PID's open of
+# FILE (its router reader is attached): it answers FUSE requests in order,
+# so once a later readdir is answered that open has been handled
+await_reader() {
+	wait_for 10 reader_open "$1" "$2" || fail "reader of $2 did not open it"
+	ls "$(dirname "$2")" >/dev/null || fail "readdir barrier failed"
+}
+# start_reader FILE OUT: cat FILE >OUT in the background (READER_PID,
+# tracked), its router reader attached on return
+start_reader() {
+	cat "$1" >"$2" &
+	READER_PID=$!
+	track "$READER_PID"
+	await_reader "$READER_PID" "$1"
+}
+
 # gated_producer NS SIZE SEED WANT: start rank 0 of job NS printing "start",
 # then waiting for one byte on its stdin (the gate) before producing SIZE
 # bytes of seed SEED.  Writes the expected stream to WANT, waits for the

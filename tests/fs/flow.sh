@@ -14,7 +14,7 @@ run_job slow 1 sh -c "$(gate go); $PRODUCE -n 4M -s 5"
 "$PACE" -r 2097152 -i "$MNT/slow/0/stdout" -o "$T/slow.out" &
 P=$!
 track $P
-sleep 0.2
+await_reader $P "$MNT/slow/0/stdout"
 touch "$T/go"
 wait_for 30 finished $P || fail "slow reader did not finish"
 wait_for 10 exited "$MNT/slow/info" || fail "slow job did not end"

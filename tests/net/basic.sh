@@ -65,10 +65,8 @@ printf '\0\0\0end-without-newline' >>"$T/blob"
 JOB=$!
 track $JOB
 wait_for 10 test -e "$MNT/bin/0/stdout" || fail "job bin did not appear"
-timeout 60 cat "$MNT/bin/0/stdout" >"$T/blob.out" &
-CAT=$!
-track $CAT
-sleep 0.2
+start_reader "$MNT/bin/0/stdout" "$T/blob.out"
+CAT=$READER_PID
 touch "$T/go"
 wait_for 60 finished $CAT || fail "cat of the binary stream did not end"
 assert_eq "cat status" 0 "$(rc_of $CAT)"
@@ -96,7 +94,7 @@ track $CAT
 sh -c 'exec 3<"$1"; read -r x <&3; exec sleep 60' sh "$MNT/held/0/stdout" &
 HOLDER=$!
 track $HOLDER
-sleep 0.2
+await_reader $HOLDER "$MNT/held/0/stdout"
 touch "$T/held-go"
 wait_for 20 info_at_least held 0 stdout_xoff 1 || fail "no XOFF toward a non-reading reader's producer"
 sleep 0.5

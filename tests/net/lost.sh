@@ -19,13 +19,10 @@ wait_for 10 size_is "$MNT/victim/1/stdout" 18 || fail "victim output did not arr
 # the ranks' own processes (they outlive their forwarder): cleaned up by pid
 for r in 0 1; do track "$(info_get "$MNT/victim/$r/info" pid)"; done
 
-timeout 30 cat "$MNT/victim/0/stdout" >"$T/victim0" &
-CAT=$!
-track $CAT
-timeout 30 cat "$MNT/victim/stdout" >"$T/victim-merged" &
-CATM=$!
-track $CATM
-sleep 0.2
+start_reader "$MNT/victim/0/stdout" "$T/victim0"
+CAT=$READER_PID
+start_reader "$MNT/victim/stdout" "$T/victim-merged"
+CATM=$READER_PID
 kill -0 $CAT || fail "reader ended while the rank was running"
 
 kill -KILL $VICTIM

@@ -64,10 +64,8 @@ nsenter --net="/run/netns/$NSF" "$IOFS_RUN" --connect "tcp:$IPD:$PORT" --nspace 
 JOB=$!
 track $JOB
 wait_for 10 test -e "$MNT/remote/1/stdout" || fail "remote job did not appear"
-timeout 60 cat "$MNT/remote/1/stdout" >"$T/blob.out" &
-CAT=$!
-track $CAT
-sleep 0.2
+start_reader "$MNT/remote/1/stdout" "$T/blob.out"
+CAT=$READER_PID
 touch "$T/go"
 wait_for 60 finished $CAT || fail "reader of the remote job did not end"
 wait_for 30 finished $JOB || fail "remote job did not end"

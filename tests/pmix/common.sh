@@ -53,26 +53,6 @@ job_done() { [ -f "$MNT/$1/info" ] && [ "$(job_state "$1")" != running ]; }
 job_is() { [ "$(job_state "$1")" = "$2" ]; }
 state_is() { [ "$(rank_state "$1" "$2")" = "$3" ]; }
 daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null && ls "$MNT" >/dev/null; }
-# reader_open PID FILE: process PID has FILE open, or waits inside a FUSE
-# request (an open of an empty live stream is parked: docs/filesystem.md)
-reader_open() {
-	local f
-	grep -q request_wait_answer "/proc/$1/wchan" 2>/dev/null && return 0
-	for f in /proc/"$1"/fd/*; do
-		[ "$(readlink "$f" 2>/dev/null)" = "$2" ] && return 0
-	done
-	return 1
-}
-# start_reader FILE OUT: cat FILE >OUT in the background, its router reader
-# attached on return: the daemon answers FUSE requests in order, so once a
-# later readdir is answered the reader's open has been handled
-start_reader() {
-	cat "$1" >"$2" &
-	READER_PID=$!
-	track "$READER_PID"
-	wait_for 10 reader_open "$READER_PID" "$1" || fail "reader of $1 did not open it"
-	ls "$(dirname "$1")" >/dev/null || fail "readdir barrier failed"
-}
 host_logged() { grep -q -- "$1" "$T/host.log"; }
 # gate NAME: rank-side shell snippet waiting for "touch $T/NAME" (<= 30 s)
 gate() { echo "i=0; while [ ! -e $T/$1 ] && [ \$i -lt 1500 ]; do sleep 0.02; i=\$((i+1)); done"; }
