@@ -51,6 +51,18 @@ static pmix_status_t waiter_wait(struct waiter *w)
 	return st;
 }
 
+/* Queue @c (one more piece of @op) on @rk's stdin; host.lock held. */
+static void chunk_append(struct rank *rk, struct chunk *c, struct stdin_op *op)
+{
+	c->op = op;
+	op->pending++;
+	if (rk->in_tail)
+		rk->in_tail->next = c;
+	else
+		rk->in_head = c;
+	rk->in_tail = c;
+}
+
 pmix_status_t up_push_stdin(const pmix_proc_t *source,
 			    const pmix_proc_t targets[], size_t ntargets,
 			    const pmix_info_t directives[], size_t ndirs,
@@ -113,26 +125,14 @@ pmix_status_t up_push_stdin(const pmix_proc_t *source,
 				if (eof) {
 					/* data (if any) then an EOF marker */
 					if (c->data) {
-						c->op = op;
-						op->pending++;
-						if (rk->in_tail)
-							rk->in_tail->next = c;
-						else
-							rk->in_head = c;
-						rk->in_tail = c;
+						chunk_append(rk, c, op);
 						c = calloc(1, sizeof(*c));
 						if (!c)
 							continue;
 					}
 					rk->in_closed = true;
 				}
-				c->op = op;
-				op->pending++;
-				if (rk->in_tail)
-					rk->in_tail->next = c;
-				else
-					rk->in_head = c;
-				rk->in_tail = c;
+				chunk_append(rk, c, op);
 			}
 		}
 	}
