@@ -142,17 +142,28 @@ static void rank_pump(router_rank_t *rank)
 	rank->pumping = false;
 }
 
+/* Take @rank's oldest slice a sink holds pending (NULL if none); the
+ * caller finishes it. */
+static struct push_slice *sent_take(router_rank_t *rank)
+{
+	struct push_slice *sl = TAILQ_FIRST(&rank->sent);
+
+	if (!sl)
+		return NULL;
+	TAILQ_REMOVE(&rank->sent, sl, link);
+	sl->sent = false;
+	sl->push->sent--;
+	rank->stdin_unacked -= sl->push->len;
+	return sl;
+}
+
 void router_stdin_written(router_rank_t *rank, int status)
 {
 	struct push_slice *sl;
 
 	if (!rank || rank->state != ROUTER_STATE_RUNNING ||
-	    !(sl = TAILQ_FIRST(&rank->sent)))
+	    !(sl = sent_take(rank)))
 		return;
-	TAILQ_REMOVE(&rank->sent, sl, link);
-	sl->sent = false;
-	sl->push->sent--;
-	rank->stdin_unacked -= sl->push->len;
 	if (status == 0)
 		rank->stdin_bytes += sl->push->len;
 	else
@@ -360,11 +371,7 @@ void push_rank_exit(router_rank_t *rank, int status)
 		slice_done(sl, status);
 	}
 	/* written but never acknowledged: their fate is unknown */
-	while ((sl = TAILQ_FIRST(&rank->sent))) {
-		TAILQ_REMOVE(&rank->sent, sl, link);
-		sl->sent = false;
-		sl->push->sent--;
-		rank->stdin_unacked -= sl->push->len;
+	while ((sl = sent_take(rank))) {
 		rank->stdin_discarded += sl->push->len;
 		slice_done(sl, status);
 	}
