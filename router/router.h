@@ -21,7 +21,7 @@
  * Ownership rules are stated on each call.  Handles (router_job_t,
  * router_rank_t, router_reader_t, ...) are opaque.
  *
- * ORTE iof verbs (seed 003) map onto this API as follows:
+ * ORTE iof verbs (ORTE's iof.h) map onto this API as follows:
  *   publish / unpublish   router_rank_register() / router_rank_exit()
  *   pull                  router_reader_open()
  *   push                  router_push()
@@ -97,7 +97,7 @@ bool router_nspace_valid(const char *nspace, size_t len);
 int router_proc_set(router_proc_t *proc, const char *nspace, uint32_t rank);
 
 /* ------------------------------------------------------------------------ */
-/* Directives (seed 001): a small presence/value bitmask.                    */
+/* Directives (PMIx_server_IOF_deliver(3)): a presence/value bitmask.       */
 
 enum {
 	ROUTER_DIR_COMPLETE = 1u << 0,     /* source channel closed: EOF */
@@ -255,7 +255,7 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
                       int exit_status);
 
 /*
- * Deliver forwarded output (seed 001 semantics).
+ * Deliver forwarded output (PMIx_server_IOF_deliver(3) semantics).
  *
  * @source must name one rank.  An unregistered rank is registered on the fly
  * with no source ops (PMIx sources work like that).  @channel is exactly one
