@@ -577,9 +577,9 @@ int main(int argc, char **argv)
 	rc_cfg.log = daemon_log;
 	rc_cfg.log_ctx = &d;
 	rc = router_new(d.base, &rc_cfg, &d.r);
-	if (rc < 0) {
+	if (rc != 0) {
 		snprintf(err, sizeof(err), "cannot create the router: %s",
-			 strerror(-rc));
+			 router_strerror(rc));
 		goto out_fail;
 	}
 	{

@@ -63,7 +63,6 @@ enum {
 	ROUTER_ERR_CANCELED = 10,       /* operation dropped by teardown */
 	ROUTER_ERR_BUSY = 11,           /* job still running (remove) */
 	ROUTER_STDIN_PENDING = 12,      /* stdin_write: completes later */
-	ROUTER_ERR_NOMEM = -12,         /* == -ENOMEM */
 };
 
 /* Human-readable name for any code above or any -errno. Never NULL. */
@@ -149,7 +148,8 @@ struct router_config {
  * one that runs event_base_dispatch(@base)); see router_set_loop_thread().
  * For the blocking deliver form @base must have locking enabled
  * (evthread_use_pthreads() before event_base_new()).  @cfg may be NULL.
- * Returns 0 or -errno; *out owns the router, free it with router_free().
+ * Returns 0, ROUTER_ERR_BAD_PARAM (@base or @out NULL) or -ENOMEM; *out
+ * owns the router, free it with router_free().
  */
 int router_new(struct event_base *base, const struct router_config *cfg,
                router_t **out);
@@ -275,7 +275,7 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
  * naming the call is logged.
  *
  * Other returns: ROUTER_ERR_INIT (r NULL), ROUTER_ERR_BAD_PARAM,
- * ROUTER_ERR_NOT_AVAILABLE (shut down), ROUTER_ERR_NOMEM.
+ * ROUTER_ERR_NOT_AVAILABLE (shut down), -ENOMEM.
  */
 int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
                    const void *bytes, size_t len,
