@@ -544,13 +544,16 @@ static const struct fuse_lowlevel_ops fs_file_ops = {
 /* ------------------------------------------------------------------------ */
 /* The session on the loop                                                   */
 
-static void fs_session_ended(struct fs *fs)
+static void fs_session_ended(struct fs *fs, int res)
 {
 	if (fs->dev_ev)
 		event_del(fs->dev_ev);
 	if (fs->exit_reported)
 		return;
 	fs->exit_reported = true;
+	iofs_logf(fs->log, LOG_NOTICE, "fs", "FUSE session of %s ended: %s",
+		  fs->mountpoint,
+		  res < 0 ? strerror(-res) : "unmounted or exited");
 	if (fs->on_exit)
 		fs->on_exit(fs->on_exit_ctx);
 }
@@ -570,14 +573,14 @@ static void fs_dev_cb(evutil_socket_t fd, short what, void *arg)
 		if (res == -EAGAIN)
 			return;
 		if (res <= 0 || fuse_session_exited(fs->se)) {
-			fs_session_ended(fs);
+			fs_session_ended(fs, res);
 			return;
 		}
 		fuse_session_process_buf(fs->se, &fs->buf);
 		if (fs->init_seen && !fuse_session_exited(fs->se))
 			fs->ready = true;
 		if (fuse_session_exited(fs->se)) {
-			fs_session_ended(fs);
+			fs_session_ended(fs, 0);
 			return;
 		}
 	}
@@ -604,9 +607,17 @@ static bool fs_linger_one(struct fs *fs, uint64_t now)
 			in->complete_since_s = now;
 			continue;
 		}
-		if (now - in->complete_since_s >= fs->linger_s &&
-		    router_job_remove(fs->r, job) == 0)
+		if (now - in->complete_since_s < fs->linger_s)
+			continue;
+		char name[ROUTER_NSPACE_MAX + 1];
+		snprintf(name, sizeof(name), "%s", router_job_nspace(job));
+		if (router_job_remove(fs->r, job) == 0) {
+			iofs_logf(fs->log, LOG_INFO, "fs",
+				  "job '%s' removed: complete for %u s "
+				  "(-o linger)",
+				  name, fs->linger_s);
 			return true; /* iteration invalidated: start again */
+		}
 	}
 	return false;
 }
@@ -648,6 +659,7 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	fs->debug = cfg->debug;
 	fs->linger_s = cfg->linger_s;
 	fs->max_read = cfg->max_read;
+	fs->log = cfg->log;
 	fs->on_exit = cfg->on_exit;
 	fs->on_exit_ctx = cfg->on_exit_ctx;
 	fs->root.ino = FUSE_ROOT_ID;

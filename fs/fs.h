@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "log/log.h"
 #include "router/router.h"
 
 struct event_base;
@@ -36,6 +37,8 @@ struct fs_config {
 	 * (fusermount3 -u, umount, fatal device error).  May be NULL. */
 	void (*on_exit)(void *ctx);
 	void *on_exit_ctx;
+	/* Borrowed, outlives the fs; NULL = stderr.  Module "fs". */
+	iofs_log_t *log;
 };
 
 /*

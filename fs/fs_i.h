@@ -117,6 +117,7 @@ struct fs_info {
 struct fs {
 	struct event_base *base;
 	router_t *r;
+	iofs_log_t *log; /* borrowed */
 	struct fuse_session *se;
 	struct event *dev_ev;	/* persistent read event on the FUSE fd */
 	struct event *intr_ev;	/* deferred answers to interrupts */

@@ -39,7 +39,8 @@
 
 struct options {
 	bool foreground;
-	bool debug;
+	bool debug;	/* -d: libfuse debug */
+	int log_level;	/* -o loglevel= / -o debug; -1 = default */
 	bool allow_remote_tcp;
 	const char *listen[MAX_LISTEN];
 	size_t nlisten;
@@ -57,6 +58,7 @@ struct options {
 struct daemon {
 	struct options *opt;
 	struct event_base *base;
+	iofs_log_t *log; /* the one logger: stderr, syslog once detached */
 	router_t *r;
 	fs_t *fs;
 	output_dir_t *od;
@@ -68,7 +70,6 @@ struct daemon {
 	struct event *grace_ev;
 	uint64_t grace_deadline_ms;
 	bool stopping;
-	bool use_syslog; /* background: stderr is /dev/null */
 };
 
 static void usage(FILE *f)
@@ -84,6 +85,9 @@ static void usage(FILE *f)
 	    "  -o window=BYTES    retained bytes per stream (default 1 MiB)\n"
 	    "  -o max_read=BYTES  largest read request the kernel sends\n"
 	    "  -o allow_remote    accept TCP forwarders not on loopback\n"
+	    "  -o loglevel=LEVEL  err, warning, notice, info (default), "
+	    "debug\n"
+	    "  -o debug           the same as -o loglevel=debug\n"
 	    "  -o OPT             any other option goes to FUSE (mount(8))\n"
 	    "  --listen ADDR      unix:/path or tcp:HOST:PORT (repeatable);\n"
 	    "                     default $IOFS_ADDR, else\n"
@@ -158,6 +162,17 @@ static int parse_o(struct options *o, char *arg)
 				 used ? "," : "", tok);
 		} else if (!strcmp(tok, "allow_remote")) {
 			o->allow_remote_tcp = true;
+		} else if (!strcmp(tok, "debug")) {
+			o->log_level = LOG_DEBUG;
+		} else if (!strncmp(tok, "loglevel=", 9)) {
+			o->log_level = iofs_log_level_parse(tok + 9);
+			if (o->log_level < 0) {
+				fprintf(stderr,
+					"iofs: bad -o %s: give err, warning, "
+					"notice, info or debug\n",
+					tok);
+				return -1;
+			}
 		} else if (used + strlen(tok) + 2 < sizeof(o->fuse_opts)) {
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
@@ -192,6 +207,7 @@ static int parse_args(struct options *o, int argc, char **argv)
 			break;
 		case 'd':
 			o->debug = o->foreground = true;
+			o->log_level = LOG_DEBUG;
 			break;
 		case 'o':
 			if (parse_o(o, optarg) < 0)
@@ -231,16 +247,6 @@ static int parse_args(struct options *o, int argc, char **argv)
 	}
 	o->mountpoint = argv[optind];
 	return 0;
-}
-
-static void daemon_log(void *ctx, int level, const char *msg)
-{
-	struct daemon *d = ctx;
-
-	if (d->use_syslog)
-		syslog(level, "%s", msg);
-	else
-		fprintf(stderr, "iofs: %s\n", msg);
 }
 
 static uint64_t mono_ms(void)
@@ -291,8 +297,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	struct daemon *d = arg;
 
 	(void)what;
-	if (d->opt->foreground)
-		fprintf(stderr, "iofs: %s: unmounting\n", strsignal((int)sig));
+	iofs_logf(d->log, LOG_NOTICE, NULL, "%s: unmounting",
+		  strsignal((int)sig));
 	daemon_stop(d, false);
 }
 
@@ -313,14 +319,15 @@ static int start_pmix(struct daemon *d, char *err, size_t errlen)
 	int rc;
 
 	if (o->output_dir) {
-		rc = output_dir_new(d->r, o->output_dir, err, errlen, &d->od);
+		rc = output_dir_new(d->r, d->log, o->output_dir, err, errlen,
+				    &d->od);
 		if (rc < 0)
 			return rc;
 	}
 	if (o->pmix) {
 #if IOFS_FS_WITH_PMIX
-		rc = pmix_source_new(d->base, d->r, o->pmix, err, errlen,
-				     &d->pmix);
+		rc = pmix_source_new(d->base, d->r, d->log, o->pmix, err,
+				     errlen, &d->pmix);
 		if (rc < 0)
 			return rc;
 #else
@@ -340,7 +347,7 @@ static int start_listeners(struct daemon *d, char *err, size_t errlen)
 	struct options *o = d->opt;
 	struct net_server_config nc = {
 	    .allow_remote_tcp = o->allow_remote_tcp,
-	    .debug = o->debug,
+	    .log = d->log,
 	};
 	int rc;
 
@@ -487,8 +494,7 @@ static void report_ready(struct daemon *d, int *ready_fd, unsigned char st)
 			if (nul > STDERR_FILENO)
 				close(nul);
 		}
-		openlog("iofs", LOG_PID, LOG_DAEMON);
-		d->use_syslog = true;
+		iofs_log_set_echo(d->log, -1); /* the terminal is gone */
 	}
 	if (write(*ready_fd, &st, 1) != 1)
 		st = 1;
@@ -530,7 +536,7 @@ static int check_paths(const struct options *o)
 
 int main(int argc, char **argv)
 {
-	struct options o = {0};
+	struct options o = {.log_level = -1};
 	struct daemon d = {.opt = &o};
 	struct router_config rc_cfg = {0};
 	char err[1024] = "";
@@ -564,8 +570,22 @@ int main(int argc, char **argv)
 	}
 	if (check_paths(&o) < 0)
 		return 1;
-	if (!o.foreground && daemonize(&ready_fd) < 0)
+	if (iofs_log_new("iofs", &d.log) < 0) {
+		fprintf(stderr, "iofs: out of memory\n");
 		return 1;
+	}
+	if (o.log_level >= 0)
+		iofs_log_set_level(d.log, o.log_level);
+	if (!o.foreground) {
+		if (daemonize(&ready_fd) < 0) {
+			iofs_log_free(d.log);
+			return 1;
+		}
+		/* syslog from now on; until the parent returns, warnings and
+		 * errors (why the start fails) also go to its terminal */
+		iofs_log_to_syslog(d.log);
+		iofs_log_set_echo(d.log, LOG_WARNING);
+	}
 
 	evthread_use_pthreads(); /* the router's blocking deliver needs it */
 	d.base = event_base_new();
@@ -574,8 +594,7 @@ int main(int argc, char **argv)
 		goto out_fail;
 	}
 	rc_cfg.window = o.window;
-	rc_cfg.log = daemon_log;
-	rc_cfg.log_ctx = &d;
+	rc_cfg.log = d.log;
 	rc = router_new(d.base, &rc_cfg, &d.r);
 	if (rc != 0) {
 		snprintf(err, sizeof(err), "cannot create the router: %s",
@@ -591,6 +610,7 @@ int main(int argc, char **argv)
 		    .max_read = o.max_read,
 		    .on_exit = on_fs_exit,
 		    .on_exit_ctx = &d,
+		    .log = d.log,
 		};
 
 		if (fs_new(d.base, d.r, &fc, err, sizeof(err), &d.fs) < 0)
@@ -608,18 +628,19 @@ int main(int argc, char **argv)
 		goto out_fail;
 	if (start_listeners(&d, err, sizeof(err)) < 0)
 		goto out_fail;
-	if (o.foreground)
-		fprintf(stderr, "iofs: mounted %s\n", o.mountpoint_abs);
+	iofs_logf(d.log, LOG_INFO, NULL, "mounted %s", o.mountpoint_abs);
 	report_ready(&d, &ready_fd, 0);
 
 	event_base_dispatch(d.base);
 
 	release_daemon(&d);
+	iofs_log_free(d.log);
 	return 0;
 
 out_fail:
-	fprintf(stderr, "iofs: %s\n", err);
+	iofs_logf(d.log, LOG_ERR, NULL, "%s", err); /* the terminal too */
 	release_daemon(&d);
 	report_ready(&d, &ready_fd, 1);
+	iofs_log_free(d.log);
 	return 1;
 }

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #define OUTPUT_DIR_MAX_FDS 64 /* open files kept; others reopen to append */
@@ -27,6 +26,7 @@ struct od_stream {
 
 struct output_dir {
 	router_t *r;
+	iofs_log_t *log; /* borrowed */
 	router_sub_t *sub;
 	char *dir;
 	size_t nopen;
@@ -142,10 +142,9 @@ static void od_fragment(void *cbdata, const router_proc_t *src,
 	if (!s || s->failed)
 		goto out_complete;
 	if (len && s->fd < 0 && (rc = od_open(od, s, created)) < 0) {
-		syslog(LOG_ERR, "iofs: --output-dir %s/%s/%" PRIu32 ": %s",
-		       od->dir, src->nspace, src->rank, strerror(-rc));
-		fprintf(stderr, "iofs: --output-dir %s/%s/%" PRIu32 ": %s\n",
-			od->dir, src->nspace, src->rank, strerror(-rc));
+		iofs_logf(od->log, LOG_ERR, "output-dir",
+			  "%s/%s/%" PRIu32 ": %s: this stream is not copied",
+			  od->dir, src->nspace, src->rank, strerror(-rc));
 		s->failed = true;
 		goto out_complete;
 	}
@@ -155,8 +154,11 @@ static void od_fragment(void *cbdata, const router_proc_t *src,
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			fprintf(stderr, "iofs: --output-dir write: %s\n",
-				strerror(errno));
+			iofs_logf(od->log, LOG_ERR, "output-dir",
+				  "write %s/%s/%" PRIu32 ": %s: this stream is "
+				  "no longer copied",
+				  od->dir, src->nspace, src->rank,
+				  w < 0 ? strerror(errno) : "wrote nothing");
 			s->failed = true;
 			break;
 		}
@@ -169,8 +171,8 @@ out_complete:
 		od_drop(od, s);
 }
 
-int output_dir_new(router_t *r, const char *dir, char *err, size_t errlen,
-		   output_dir_t **out)
+int output_dir_new(router_t *r, iofs_log_t *log, const char *dir, char *err,
+		   size_t errlen, output_dir_t **out)
 {
 	struct output_dir *od;
 	int rc;
@@ -183,6 +185,7 @@ int output_dir_new(router_t *r, const char *dir, char *err, size_t errlen,
 		return -ENOMEM;
 	}
 	od->r = r;
+	od->log = log;
 	TAILQ_INIT(&od->streams);
 	rc = mkdir_p(od->dir);
 	if (rc < 0) {

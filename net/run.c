@@ -20,17 +20,13 @@
 #include "net/run_i.h"
 #include "net/server.h"
 
-void run_log(struct run *r, const char *fmt, ...)
+void run_log(struct run *r, int level, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!r->verbose)
-		return;
-	fprintf(stderr, "iofs-run: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	iofs_vlogf(r->log, level, NULL, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void usage(FILE *f)
@@ -40,7 +36,8 @@ static void usage(FILE *f)
 		"[--rank N | -n COUNT] [--size N]\n"
 		"                [--tag-output] [--rank-output] "
 		"[--timestamp-output] [--xml] [--raw]\n"
-		"                [--strict] [--verbose] -- COMMAND [ARG...]\n"
+		"                [--strict] [-v|--verbose]... -- COMMAND "
+		"[ARG...]\n"
 		"Runs COMMAND as rank(s) of job NAME and forwards its stdio "
 		"to the iofs daemon.\n"
 		"See iofs-run(1).\n");
@@ -195,7 +192,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 			r->strict = true;
 			break;
 		case 'v':
-			r->verbose = true;
+			r->verbose++;
 			break;
 		case 'h':
 			usage(stdout);
@@ -305,6 +302,8 @@ static void release_run(struct run *r)
 	if (r->base)
 		event_base_free(r->base);
 	free(r->scratch);
+	iofs_log_free(r->log);
+	r->log = NULL;
 }
 
 /* Three pipes per rank: -n 1000 needs more than the usual 1024 fds. */
@@ -330,6 +329,12 @@ int main(int argc, char **argv)
 
 	if (parse_args(r, argc, argv) < 0)
 		return 2;
+	if (iofs_log_new("iofs-run", &r->log) < 0)
+		return 1;
+	/* quiet by default (the job's own output shares the terminal):
+	 * warnings; -v adds information, -vv debugging */
+	iofs_log_set_level(r->log, r->verbose ? LOG_INFO + (int)r->verbose - 1
+					      : LOG_WARNING);
 	raise_nofile(r);
 	r->base = event_base_new();
 	r->scratch = malloc(RUN_READ_CHUNK);
@@ -368,7 +373,7 @@ int main(int argc, char **argv)
 	else
 		rc = r->exit_code;
 	if (r->xoff_rx || r->xon_rx)
-		run_log(r, "XOFF received %llu, XON received %llu",
+		run_log(r, LOG_INFO, "XOFF received %llu, XON received %llu",
 			(unsigned long long)r->xoff_rx,
 			(unsigned long long)r->xon_rx);
 out_release:

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "log/log.h"
 #include "net/proto.h"
 #include "router/router.h"
 
@@ -81,7 +82,9 @@ struct run {
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t rank_base, count, size;
 	router_directives_t dirs;
-	bool strict, verbose;
+	bool strict;
+	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
+	iofs_log_t *log;  /* owned: stderr, "iofs-run: " */
 	char **argv;
 	/* children */
 	struct child *kids; /* count entries, owned */
@@ -111,8 +114,9 @@ struct run {
 	bool nofile_raised;
 };
 
-void run_log(struct run *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* One line on our stderr through the logger (levels: iofs-run(1) -v). */
+void run_log(struct run *r, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* run_link.c */
 /* Connect and exchange HELLO/WELCOME synchronously (bounded).  0 = linked;

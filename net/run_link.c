@@ -216,6 +216,8 @@ int link_open(struct run *r)
 	}
 	r->link_fd = fd;
 	r->linked = true;
+	run_log(r, LOG_INFO, "connected to %s: job '%s' ranks %u..%u", r->addr,
+		r->nspace, r->rank_base, r->rank_base + r->count - 1);
 	return 0;
 
 fallback_close:
@@ -386,6 +388,8 @@ static void on_frame(struct run *r, const struct proto_frame *f)
 	case PROTO_XON: {
 		struct run_chan *c =
 		    f->channel == ROUTER_CH_STDERR ? &ch->err : &ch->out;
+		run_log(r, LOG_DEBUG, "%s rank %u channel %u",
+			proto_type_name(f->type), f->rank, f->channel);
 		if (f->type == PROTO_XOFF) {
 			r->xoff_rx++;
 			c->susp |= RUN_SUSP_XOFF;
@@ -400,6 +404,7 @@ static void on_frame(struct run *r, const struct proto_frame *f)
 		child_stdin_push(ch, f->data, f->len);
 		break;
 	case PROTO_STDIN_EOF:
+		run_log(r, LOG_DEBUG, "stdin EOF for rank %u", f->rank);
 		child_stdin_eof(ch);
 		break;
 	case PROTO_ERROR: {
@@ -561,7 +566,7 @@ void link_down(struct run *r, const char *why)
 	r->linked = false;
 	if (!r->warned) {
 		r->warned = true;
-		fprintf(stderr, "iofs-run: %s; %s\n", why,
+		run_log(r, LOG_WARNING, "%s; %s", why,
 			r->strict ? "giving up (--strict)"
 				  : "output continues on this terminal");
 	}
@@ -577,9 +582,8 @@ void link_down(struct run *r, const char *why)
 		local_write(u->channel, u->bytes, u->len);
 		replayed += u->len;
 	}
-	if (replayed && r->verbose)
-		fprintf(stderr,
-			"iofs-run: replayed %llu unacknowledged bytes\n",
+	if (replayed)
+		run_log(r, LOG_INFO, "replayed %llu unacknowledged bytes",
 			(unsigned long long)replayed);
 	link_close(r);
 	if (!was || !r->kids)

@@ -21,18 +21,11 @@
 
 void srv_log(net_server_t *s, int level, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
-	if (level >= LOG_DEBUG && !s->cfg.debug)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	iofs_vlogf(s->cfg.log, level, "net", fmt, ap);
 	va_end(ap);
-	if (s->cfg.log)
-		s->cfg.log(s->cfg.log_ctx, level, msg);
-	else
-		fprintf(stderr, "iofs: net: %s\n", msg);
 }
 
 static void raise_nofile(net_server_t *s)

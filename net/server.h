@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 
+#include "log/log.h"
 #include "router/router.h"
 
 struct event_base;
@@ -20,11 +21,9 @@ typedef struct net_server net_server_t;
 
 struct net_server_config {
 	bool allow_remote_tcp; /* accept TCP peers not on loopback */
-	bool debug;	       /* log every frame */
-	/* Optional log sink (syslog LOG_* level); NULL = stderr.  Called on
-	 * the loop thread; @msg is borrowed for the call. */
-	void (*log)(void *ctx, int level, const char *msg);
-	void *log_ctx;
+	/* Borrowed, outlives the server; NULL = stderr.  Messages carry the
+	 * module "net"; every frame is logged at LOG_DEBUG. */
+	iofs_log_t *log;
 };
 
 /* Returns 0 or -errno.  *out owned by the caller: net_server_free(). */
