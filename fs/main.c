@@ -39,8 +39,8 @@
 
 struct options {
 	bool foreground;
-	bool debug;	/* -d: libfuse debug */
-	int log_level;	/* -o loglevel= / -o debug; -1 = default */
+	bool debug;    /* -d: libfuse debug */
+	int log_level; /* -o loglevel= / -o debug; -1 = default */
 	bool allow_remote_tcp;
 	const char *listen[MAX_LISTEN];
 	size_t nlisten;

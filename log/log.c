@@ -17,7 +17,7 @@ static const char *const level_names[] = {
 
 static int clamp_level(int level)
 {
-	return level < LOG_EMERG ? LOG_EMERG
+	return level < LOG_EMERG   ? LOG_EMERG
 	       : level > LOG_DEBUG ? LOG_DEBUG
 				   : level;
 }

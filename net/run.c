@@ -31,16 +31,15 @@ void run_log(struct run *r, int level, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: iofs-run [--connect ADDR] [--nspace NAME] "
-		"[--rank N | -n COUNT] [--size N]\n"
-		"                [--tag-output] [--rank-output] "
-		"[--timestamp-output] [--xml] [--raw]\n"
-		"                [--strict] [-v|--verbose]... -- COMMAND "
-		"[ARG...]\n"
-		"Runs COMMAND as rank(s) of job NAME and forwards its stdio "
-		"to the iofs daemon.\n"
-		"See iofs-run(1).\n");
+	fprintf(f, "usage: iofs-run [--connect ADDR] [--nspace NAME] "
+		   "[--rank N | -n COUNT] [--size N]\n"
+		   "                [--tag-output] [--rank-output] "
+		   "[--timestamp-output] [--xml] [--raw]\n"
+		   "                [--strict] [-v|--verbose]... -- COMMAND "
+		   "[ARG...]\n"
+		   "Runs COMMAND as rank(s) of job NAME and forwards its stdio "
+		   "to the iofs daemon.\n"
+		   "See iofs-run(1).\n");
 }
 
 static int parse_u32(const char *s, uint32_t *out)

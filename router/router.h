@@ -140,7 +140,7 @@ struct router_config {
 	size_t buffering_size; /* flush a partial line at this size; 0 = 4 KiB */
 	router_clock_fn clock; /* NULL = clock_gettime(CLOCK_REALTIME) */
 	void *clock_ctx;
-	iofs_log_t *log;       /* borrowed, outlives the router; NULL = stderr */
+	iofs_log_t *log; /* borrowed, outlives the router; NULL = stderr */
 };
 
 /*

@@ -44,7 +44,7 @@ struct router {
 	uint64_t buffering_ns;
 	router_clock_fn clock;
 	void *clock_ctx;
-	iofs_log_t *log; /* borrowed */
+	iofs_log_t *log;       /* borrowed */
 	pthread_t loop_thread; /* under xq_lock */
 	bool shut;	       /* router_shutdown() ran (loop-thread view) */
 	bool freeing;	       /* inside router_free() */

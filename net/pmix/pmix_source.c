@@ -222,7 +222,8 @@ static void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel,
 	if (payload && payload->size > 0) {
 		m->bytes = malloc(payload->size);
 		if (!m->bytes) {
-			ps_log(ps, LOG_ERR, "out of memory: %zu bytes of %s/%u dropped",
+			ps_log(ps, LOG_ERR,
+			       "out of memory: %zu bytes of %s/%u dropped",
 			       payload->size, m->nspace, m->rank);
 			ps_msg_free(m);
 			return;
@@ -358,7 +359,8 @@ static void source_lost(pmix_source_t *ps, pmix_status_t why)
 	if (ps->lost)
 		return;
 	ps->lost = true;
-	ps_log(ps, LOG_WARNING, "lost the PMIx server (%s): running ranks are marked lost, "
+	ps_log(ps, LOG_WARNING,
+	       "lost the PMIx server (%s): running ranks are marked lost, "
 	       "what was received stays readable",
 	       PMIx_Error_string(why));
 	event_del(ps->requery_ev);
@@ -392,7 +394,8 @@ static void start_pull(struct ps_job *job)
 #pragma GCC diagnostic pop
 #endif
 	if (st != PMIX_SUCCESS) {
-		ps_log(ps, LOG_WARNING, "PMIx_IOF_pull %s: %s (retried at the next query)",
+		ps_log(ps, LOG_WARNING,
+		       "PMIx_IOF_pull %s: %s (retried at the next query)",
 		       job->nspace, PMIx_Error_string(st));
 		ps_op_abort(m);
 		return;
@@ -437,11 +440,13 @@ static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
 		return job->ignored ? NULL : job;
 	job = ps_job_new(ps, nspace);
 	if (!job) {
-		ps_log(ps, LOG_ERR, "namespace '%s' not followed: out of memory", nspace);
+		ps_log(ps, LOG_ERR,
+		       "namespace '%s' not followed: out of memory", nspace);
 		return NULL;
 	}
 	if (job->ignored) { /* remembered, so this is said once */
-		ps_log(ps, LOG_WARNING, "ignoring namespace '%s': not a valid directory name",
+		ps_log(ps, LOG_WARNING,
+		       "ignoring namespace '%s': not a valid directory name",
 		       nspace);
 		return NULL;
 	}
@@ -503,7 +508,8 @@ static void on_query(pmix_source_t *ps, struct ps_msg *m)
 			continue;
 		if (job->size_pending &&
 		    ++job->size_wait > PS_SIZE_WAIT_QUERIES) {
-			ps_log(ps, LOG_NOTICE, "%s: no PMIX_JOB_SIZE answer: pulling anyway",
+			ps_log(ps, LOG_NOTICE,
+			       "%s: no PMIX_JOB_SIZE answer: pulling anyway",
 			       job->nspace);
 			job->size_pending = false;
 			start_pull(job);
@@ -583,8 +589,8 @@ static void ps_dispatch(void *arg)
 			job->pulled = true;
 			job->iof_id = m->len;
 		} else if (job) {
-			ps_log(ps, LOG_WARNING, "PMIx_IOF_pull %s refused: %s", m->nspace,
-			       PMIx_Error_string(m->status));
+			ps_log(ps, LOG_WARNING, "PMIx_IOF_pull %s refused: %s",
+			       m->nspace, PMIx_Error_string(m->status));
 			job->pulling = false;
 			if (is_loss(m->status))
 				source_lost(ps, m->status);
@@ -604,7 +610,8 @@ static void on_requery(evutil_socket_t fd, short what, void *arg)
 	/* a query PMIx never answers must not stop discovery: ask again (a
 	 * late answer is still handled, it only re-lists the namespaces) */
 	if (ps->query_inflight && ++ps->query_ticks > PS_QUERY_STUCK_TICKS) {
-		ps_log(ps, LOG_NOTICE, "namespace query unanswered for %u ms: asking again",
+		ps_log(ps, LOG_NOTICE,
+		       "namespace query unanswered for %u ms: asking again",
 		       PS_QUERY_STUCK_TICKS * PS_REQUERY_MS);
 		ps->query_inflight = false;
 	}
@@ -743,8 +750,8 @@ int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
 	pthread_mutex_lock(&owner.lock);
 	owner.owner = ps;
 	pthread_mutex_unlock(&owner.lock);
-	ps_log(ps, LOG_INFO, "attached to %s as tool %s.%u (%s)", server, ps->me.nspace,
-	       ps->me.rank, PMIx_Get_version());
+	ps_log(ps, LOG_INFO, "attached to %s as tool %s.%u (%s)", server,
+	       ps->me.nspace, ps->me.rank, PMIx_Get_version());
 
 	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
 	st =
