@@ -45,3 +45,32 @@ flow_paired() {
 			"$(info_get "$f" ${k}_xoff)" "$(info_get "$f" ${k}_xon)"
 	done
 }
+
+# new_jobs BEFORE: the job directories not in the list BEFORE
+new_jobs() { comm -13 <(echo "$1") <(jobs_in_mount); }
+has_new_job() { [ -n "$(new_jobs "$1")" ]; }
+# srun_bg OUT SRUN_ARGS...: start srun in the background (pid in SRUN,
+# output in OUT); NS is the one job it adds to the mount (<= 30 s)
+srun_bg() {
+	local before out=$1
+	shift
+	before=$(jobs_in_mount)
+	timeout 120 srun "$@" >"$out" 2>&1 &
+	SRUN=$!
+	track $SRUN
+	wait_for 30 has_new_job "$before" ||
+		fail "srun $* added no job to the mount: $(cat "$out")"
+	NS=$(new_jobs "$before" | head -n 1)
+}
+# srun_done SECONDS: the srun started by srun_bg ended with status 0
+srun_done() {
+	wait_for "$1" finished $SRUN || fail "srun (pid $SRUN) did not end in $1 s"
+	local rc
+	rc=$(rc_of $SRUN)
+	[ "$rc" = 0 ] || fail "srun status $rc"
+}
+# ranks_up NS N: ranks 0..N-1 of job NS are in the mount (for wait_for)
+ranks_up() {
+	local r
+	for ((r = 0; r < $2; r++)); do [ -e "$MNT/$1/$r/stdin" ] || return 1; done
+}
