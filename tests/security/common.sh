@@ -17,3 +17,6 @@ root_file() {
 
 # daemon_log_has PATTERN: the daemon's log says so
 daemon_log_has() { grep -q -- "$1" "$T/iofs.log" 2>/dev/null; }
+# NOBODY_BG=(...) prefix for a background command whose $! must be the
+# program itself (a function in the background would be a subshell)
+NOBODY_BG=(setpriv --reuid=nobody --regid="$NOGROUP" --clear-groups --)

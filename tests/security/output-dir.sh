@@ -34,7 +34,7 @@ assert_eq "root file (1777 output dir)" "$WANT" "$(sha "$SECRET")"
 #    owner-only modes (0750 dirs, 0640 files)
 mkdir -m 755 "$T/out"
 start_daemon --output-dir "$T/out"
-as_nobody "$IOFS_RUN" --connect "$ADDR" --nspace nj -n 1 -- \
+"${NOBODY_BG[@]}" "$IOFS_RUN" --connect "$ADDR" --nspace nj -n 1 -- \
 	sh -c "echo mine; $(gate nj1); echo later >&2; $(gate nj2)" >"$T/nj.out" 2>"$T/nj.err" &
 NJ=$!
 track $NJ

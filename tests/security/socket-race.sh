@@ -14,7 +14,7 @@ STARTS=${STARTS:-25}
 # racer DIR: as nobody, rename DIR/iofs.sock away and put a link to the
 # root file in its place, in a loop (until killed)
 racer() {
-	as_nobody "$IOFS_BUILD_DIR/tests/security/iofs-racer" "$1/iofs.sock" "$1/spare" "$SECRET" &
+	"${NOBODY_BG[@]}" "$IOFS_BUILD_DIR/tests/security/iofs-racer" "$1/iofs.sock" "$1/spare" "$SECRET" &
 	RACER=$!
 	track $RACER
 }
