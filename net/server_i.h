@@ -125,10 +125,20 @@ struct conn {
 	uint64_t xoff_sent, xon_sent, frames_in;
 };
 
+/* Accept back-off on EMFILE/ENFILE/ENOBUFS/ENOMEM: pause accepting for
+ * ACCEPT_PAUSE_MIN_MS, doubling up to ACCEPT_PAUSE_MAX_MS while it
+ * persists; one log line per pause, with the count of failures. */
+#define ACCEPT_PAUSE_MIN_MS 100
+#define ACCEPT_PAUSE_MAX_MS 1000
+
 struct listener {
 	struct listener *next;
 	net_server_t *srv;
 	struct evconnlistener *evl;
+	struct event *resume; /* timer: re-enable after a pause */
+	unsigned pause_ms;    /* current pause, 0 = not backing off */
+	uint64_t accept_errors; /* failures since the last log line */
+	uint64_t accept_errors_total;
 	bool is_unix;
 	char path[108]; /* Unix socket file we created (unlinked at stop) */
 	char text[300];
