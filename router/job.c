@@ -101,6 +101,11 @@ static router_job_t *job_new(router_t *r, const char *nspace)
 	}
 	job->r = r;
 	job->refs = 1; /* the registry's */
+	if (strmap_put(&r->job_index, job->nspace, job) < 0) {
+		free(job->nspace);
+		free(job);
+		return NULL;
+	}
 	for (int ci = 0; ci < CI_N; ci++) {
 		stream_init(&job->m[ci].s, r, merged_stream_flow, now);
 		job->m[ci].job = job;
@@ -159,6 +164,7 @@ static void job_unlink(router_job_t *job)
 	for (int ci = 0; ci < CI_N; ci++)
 		stream_flow_release(&job->m[ci].s);
 	TAILQ_REMOVE(&job->r->jobs, job, link);
+	strmap_del(&job->r->job_index, job->nspace);
 	job->removed = true;
 	router_job_unref(job);
 }
@@ -184,15 +190,9 @@ void job_destroy(router_job_t *job)
 
 router_job_t *router_job_lookup(router_t *r, const char *nspace)
 {
-	router_job_t *job;
-
 	if (!r || !nspace)
 		return NULL;
-	TAILQ_FOREACH (job, &r->jobs, link) {
-		if (strcmp(job->nspace, nspace) == 0)
-			return job;
-	}
-	return NULL;
+	return strmap_get(&r->job_index, nspace); /* O(1) */
 }
 
 router_job_t *router_job_first(router_t *r)
