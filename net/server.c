@@ -326,5 +326,6 @@ void net_server_free(net_server_t *s)
 	net_server_stop_listening(s);
 	while (s->conns)
 		conn_destroy(s->conns);
+	strmap_release(&s->conns_by_ns);
 	free(s);
 }
