@@ -165,6 +165,8 @@ static void job_unlink(router_job_t *job)
 		stream_flow_release(&job->m[ci].s);
 	TAILQ_REMOVE(&job->r->jobs, job, link);
 	strmap_del(&job->r->job_index, job->nspace);
+	if (job->owner_counted)
+		uidmap_add(&job->r->uid_jobs, job->uid, 0, -1);
 	job->removed = true;
 	router_job_unref(job);
 }
@@ -345,6 +347,9 @@ static router_rank_t *rank_new(router_job_t *job, uint32_t id,
 		if (job->nranks == 1) {
 			job->uid = info->uid;
 			job->gid = info->gid;
+			/* a failure only makes the per-uid count low */
+			job->owner_counted =
+			    uidmap_add(&r->uid_jobs, job->uid, 0, 1) == 0;
 		}
 		if (info->job_size > job->job_size)
 			job->job_size = info->job_size;
@@ -627,6 +632,11 @@ void router_job_stats(const router_job_t *job, struct router_stats *out)
 		add_rank(out, job->ranks[i]);
 	for (int ci = 0; ci < CI_N; ci++)
 		out->merged_dropped_bytes += job->m[ci].s.dropped;
+}
+
+size_t router_uid_jobs(router_t *r, uint32_t uid)
+{
+	return r ? (size_t)uidmap_value(&r->uid_jobs, uid, 0) : 0;
 }
 
 void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid)

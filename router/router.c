@@ -672,6 +672,7 @@ void router_free(router_t *r)
 	pthread_cond_destroy(&r->xq_cond);
 	pthread_mutex_destroy(&r->xq_lock);
 	strmap_release(&r->job_index);
+	uidmap_release(&r->uid_jobs);
 	free(r->scratch);
 	free(r);
 }

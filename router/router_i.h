@@ -53,6 +53,7 @@ struct router {
 
 	TAILQ_HEAD(, router_job) jobs;	   /* the registry */
 	struct strmap job_index;	   /* nspace -> job of @jobs */
+	struct strmap uid_jobs;		   /* uid -> jobs of @jobs it owns */
 	TAILQ_HEAD(, router_job) all_jobs; /* every job not yet freed */
 	TAILQ_HEAD(, router_sub) subs;
 	int sub_walk;  /* depth of walks over @subs */

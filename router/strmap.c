@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,4 +103,59 @@ void *strmap_del(struct strmap *m, const char *key)
 	m->slots[i].value = NULL;
 	m->n--;
 	return value;
+}
+
+/* ---- per-uid counters --------------------------------------------------- */
+
+static void uid_key(char key[12], uint32_t uid)
+{
+	snprintf(key, 12, "%u", uid);
+}
+
+uint64_t uidmap_value(const struct strmap *m, uint32_t uid, unsigned i)
+{
+	char key[12];
+
+	uid_key(key, uid);
+	const struct uid_entry *e = strmap_get(m, key);
+	return e && i < UIDMAP_NCOUNT ? e->n[i] : 0;
+}
+
+int uidmap_add(struct strmap *m, uint32_t uid, unsigned i, int64_t delta)
+{
+	char key[12];
+
+	if (i >= UIDMAP_NCOUNT)
+		return -EINVAL;
+	uid_key(key, uid);
+	struct uid_entry *e = strmap_get(m, key);
+	if (!e) {
+		if (delta <= 0)
+			return 0;
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		memcpy(e->key, key, sizeof(key));
+		if (strmap_put(m, e->key, e) < 0) {
+			free(e);
+			return -ENOMEM;
+		}
+	}
+	if (delta < 0 && (uint64_t)-delta >= e->n[i])
+		e->n[i] = 0;
+	else
+		e->n[i] += (uint64_t)delta;
+	for (unsigned k = 0; k < UIDMAP_NCOUNT; k++)
+		if (e->n[k])
+			return 0;
+	strmap_del(m, e->key);
+	free(e);
+	return 0;
+}
+
+void uidmap_release(struct strmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->slots[i].value);
+	strmap_release(m);
 }
