@@ -53,7 +53,7 @@ static void names(void **state)
 	assert_int_equal(p.rank, 5);
 	for (int c = -20; c <= 12; c++)
 		assert_non_null(router_strerror(c));
-	assert_string_equal(router_strerror(ROUTER_ERR_NOMEM),
+	assert_string_equal(router_strerror(-ENOMEM),
 			    "Cannot allocate memory");
 	assert_string_equal(router_strerror(99), "unknown router status");
 	assert_string_equal(router_state_name(ROUTER_STATE_LOST), "lost");
