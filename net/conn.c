@@ -207,24 +207,25 @@ static struct crank *running_rank(struct conn *c, const struct proto_frame *f)
 	return NULL;
 }
 
-static bool rank_busy(net_server_t *s, const struct conn *self,
-		      const char *nspace, uint32_t rank)
+/* First rank of the HELLO range that is running in the router or claimed
+ * by another connection, or -1.  O(range * log ranks) in the router (hashed
+ * job, binary-searched ranks) and O(overlap) over the job's connections. */
+static int64_t hello_range_busy(struct conn *c, uint32_t base, uint32_t count)
 {
-	router_job_t *job = router_job_lookup(s->router, nspace);
+	router_job_t *job = router_job_lookup(c->srv->router, c->nspace);
 
-	if (job) {
-		router_rank_t *rr = router_job_rank(job, rank);
-		if (rr) {
+	if (job && router_job_rank_count(job) > 0) {
+		for (uint32_t i = 0; i < count; i++) {
+			router_rank_t *rr = router_job_rank(job, base + i);
 			struct router_stats st;
+			if (!rr)
+				continue;
 			router_rank_stats(rr, &st);
 			if (st.state == ROUTER_STATE_RUNNING)
-				return true;
+				return base + i;
 		}
 	}
-	for (const struct conn *o = s->conns; o; o = o->next)
-		if (o != self && conn_claims(o, nspace, rank))
-			return true;
-	return false;
+	return conn_index_claimed(c, base, count);
 }
 
 static int on_hello(struct conn *c, const struct proto_frame *f)
@@ -243,18 +244,16 @@ static int on_hello(struct conn *c, const struct proto_frame *f)
 		c->uid = h->uid;
 		c->gid = h->gid;
 	}
-	for (uint32_t i = 0; i < h->rank_count; i++) {
-		if (rank_busy(c->srv, c, c->nspace, h->rank_base + i)) {
-			conn_fail(
-			    c, PROTO_REFUSED_EXISTS,
-			    "rank %u of job '%s' is already running (another "
-			    "iofs-run with the same --nspace/--rank?)",
-			    h->rank_base + i, c->nspace);
-			return -1;
-		}
+	int64_t busy = hello_range_busy(c, h->rank_base, h->rank_count);
+	if (busy >= 0) {
+		conn_fail(c, PROTO_REFUSED_EXISTS,
+			  "rank %lld of job '%s' is already running (another "
+			  "iofs-run with the same --nspace/--rank?)",
+			  (long long)busy, c->nspace);
+		return -1;
 	}
 	c->ranks = calloc(h->rank_count, sizeof(*c->ranks));
-	if (!c->ranks) {
+	if (!c->ranks || conn_index_add(c) < 0) {
 		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 		return -1;
 	}
@@ -693,12 +692,59 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	return c;
 }
 
-bool conn_claims(const struct conn *c, const char *nspace, uint32_t rank)
+int conn_index_add(struct conn *c)
 {
-	if (!c->ranks || c->dead || strcmp(c->nspace, nspace) != 0 ||
-	    rank < c->rank_base || rank - c->rank_base >= c->rank_count)
-		return false;
-	return c->ranks[rank - c->rank_base].state != CRANK_DONE;
+	net_server_t *s = c->srv;
+	struct conn *head = strmap_get(&s->conns_by_ns, c->nspace);
+
+	if (strmap_put(&s->conns_by_ns, c->nspace, c) < 0)
+		return -ENOMEM;
+	c->ns_next = head;
+	c->ns_prev = NULL;
+	if (head)
+		head->ns_prev = c;
+	c->indexed = true;
+	return 0;
+}
+
+static void conn_index_del(struct conn *c)
+{
+	net_server_t *s = c->srv;
+
+	if (!c->indexed)
+		return;
+	c->indexed = false;
+	if (c->ns_next)
+		c->ns_next->ns_prev = c->ns_prev;
+	if (c->ns_prev) {
+		c->ns_prev->ns_next = c->ns_next;
+	} else if (c->ns_next) {
+		/* the new head's own nspace becomes the key: cannot fail, the
+		 * key is present */
+		strmap_put(&s->conns_by_ns, c->ns_next->nspace, c->ns_next);
+	} else {
+		strmap_del(&s->conns_by_ns, c->nspace);
+	}
+	c->ns_next = c->ns_prev = NULL;
+}
+
+int64_t conn_index_claimed(const struct conn *c, uint32_t base, uint32_t count)
+{
+	const struct conn *o = strmap_get(&c->srv->conns_by_ns, c->nspace);
+	uint64_t end = (uint64_t)base + count;
+
+	for (; o; o = o->ns_next) {
+		if (o == c || o->dead || !o->ranks)
+			continue;
+		uint64_t lo = base > o->rank_base ? base : o->rank_base;
+		uint64_t hi = (uint64_t)o->rank_base + o->rank_count;
+		if (hi > end)
+			hi = end;
+		for (uint64_t r = lo; r < hi; r++)
+			if (o->ranks[r - o->rank_base].state != CRANK_DONE)
+				return (int64_t)r;
+	}
+	return -1;
 }
 
 void conn_destroy(struct conn *c)
@@ -727,6 +773,7 @@ void conn_destroy(struct conn *c)
 		    s, LOG_DEBUG, "conn %llu: XOFF sent %llu, XON sent %llu",
 		    (unsigned long long)c->id, (unsigned long long)c->xoff_sent,
 		    (unsigned long long)c->xon_sent);
+	conn_index_del(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
