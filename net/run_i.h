@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "log/log.h"
+#include "net/framer.h"
 #include "net/proto.h"
 #include "router/router.h"
 
@@ -96,11 +97,10 @@ struct run {
 	int link_fd;		 /* socket before the bufferevent takes it */
 	struct bufferevent *bev; /* output only, owns the fd; NULL if down */
 	struct event *rev;	 /* our read event on the socket */
-	struct evbuffer *in;	 /* bytes read, not yet decoded (owned) */
 	bool linked;		 /* HELLO accepted, connection alive */
 	bool warned;		 /* fallback warning printed */
 	bool failed_strict;	 /* --strict and the link failed */
-	struct proto_peer dec;
+	struct framer fr; /* decoder state, input buffer (owned), dispatch */
 	uint64_t sent_bytes, acked_bytes;
 	uint32_t exits_sent, acked_exits;
 	struct unacked *uq_head, *uq_tail; /* owned */

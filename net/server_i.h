@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "net/framer.h"
 #include "net/proto.h"
 #include "net/server.h"
 #include "router/router.h"
@@ -96,7 +97,6 @@ struct conn {
 	struct bufferevent
 	    *bev;	     /* output only; owns the fd; NULL once closed */
 	struct event *rev;   /* our read event on the fd */
-	struct evbuffer *in; /* bytes read, not yet decoded (owned) */
 	bool reading;	     /* rev is added (never with a timeout) */
 	struct event *hello_timer; /* one-shot: no HELLO since accept */
 	struct event *kick;	 /* deferred service (flow, resume, free) */
@@ -105,7 +105,7 @@ struct conn {
 	bool is_unix;
 	bool cred_ok; /* uid/gid from SO_PEERCRED */
 	uint32_t uid, gid;
-	struct proto_peer dec;
+	struct framer fr; /* input: reads, decodes, dispatches */
 
 	/* From HELLO. */
 	char nspace[ROUTER_NSPACE_MAX + 1];
@@ -126,7 +126,7 @@ struct conn {
 	uint32_t exits_done;
 	bool ack_pending;	      /* counters moved since the last ACK */
 	struct dq_entry *frame_entry; /* DATA frame being dispatched (owned) */
-	uint64_t xoff_sent, xon_sent, frames_in;
+	uint64_t xoff_sent, xon_sent;
 };
 
 /* Accept back-off on EMFILE/ENFILE/ENOBUFS/ENOMEM: pause accepting for
