@@ -5,7 +5,8 @@
 # allow-remote option; with it a job's output arrives byte-exact; a link
 # taken down mid-stream makes the forwarder fall back to its own stdout
 # (nothing lost: daemon's bytes + local bytes cover every line) and the
-# daemon survives, marks the rank lost, and serves the next job.
+# daemon survives, marks the rank lost, and serves the next job; both ends
+# log the reason (a timeout: keepalive / TCP user timeout).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 
@@ -94,6 +95,11 @@ assert_eq "forwarder status after fallback" 0 "$(rc_of $CUT)"
 assert_eq "one warning" 1 "$(grep -c "iofs-run:" "$T/cut.err")"
 # nothing lost: every line is at the daemon or on the local stdout
 wait_for 60 state_is cut 0 lost || fail "daemon did not mark the cut rank lost: $(rank_state cut 0)"
+# each end names the reason: the forwarder's data went unacknowledged, the
+# daemon's keepalive probes unanswered (both ETIMEDOUT, docs/protocol.md)
+grep -Eq "connection timed out|peer unreachable" "$T/cut.err" || fail "the forwarder's warning has no reason: $(cat "$T/cut.err")"
+grep -Eq "job cut\): (connection timed out|peer unreachable).*; its running ranks are lost" "$T/iofs.log" ||
+	fail "the daemon did not log why it dropped the cut link: $(grep 'job cut' "$T/iofs.log")"
 timeout 5 cat "$MNT/cut/0/stdout" >"$T/cut.daemon" || fail "cut stream did not complete"
 last=$(grep -o '^line [0-9]*' "$T/cut.out" | tail -n 1 | cut -d' ' -f2)
 cat "$T/cut.daemon" "$T/cut.out" | grep '^line ' | sort -u -t' ' -k2,2n >"$T/union"
