@@ -389,8 +389,6 @@ static int on_flow(void *ctx, const struct proto_frame *f)
 	struct run_chan *c =
 	    f->channel == ROUTER_CH_STDERR ? &ch->err : &ch->out;
 
-	run_log(r, LOG_DEBUG, "%s rank %u channel %u", proto_type_name(f->type),
-		f->rank, f->channel);
 	if (f->type == PROTO_XOFF) {
 		r->xoff_rx++;
 		c->susp |= RUN_SUSP_XOFF;
@@ -414,7 +412,6 @@ static int on_stdin_eof(void *ctx, const struct proto_frame *f)
 {
 	struct run *r = ctx;
 
-	run_log(r, LOG_DEBUG, "stdin EOF for rank %u", f->rank);
 	child_stdin_eof(&r->kids[f->rank - r->rank_base]);
 	return link_alive(r);
 }
@@ -428,6 +425,12 @@ static int on_error(void *ctx, const struct proto_frame *f)
 		 (int)f->msg_len, f->msg);
 	link_down(r, why);
 	return -1;
+}
+
+static void link_trace(void *ctx, const struct proto_frame *f)
+{
+	run_log(ctx, LOG_DEBUG, "received %s rank %u len %zu",
+		proto_type_name(f->type), f->rank, f->len);
 }
 
 static bool link_more(void *ctx)
@@ -457,6 +460,7 @@ static const struct framer_ops link_framer_ops = {
 	},
     .more = link_more,
     .fail = link_fail,
+    .trace = link_trace,
 };
 
 static void link_drop_reason(struct run *r, int err, char *why, size_t len)
