@@ -101,7 +101,8 @@ struct fs_stdin {
 	struct fs *fs;
 	router_job_t *job; /* reference owned by the handle */
 	uint32_t rank;	   /* or ROUTER_RANK_WILDCARD (broadcast) */
-	bool attached;	   /* router_stdin_attach() succeeded */
+	bool tried;	   /* became a writer: wrote, or opened with O_TRUNC */
+	bool attached;	   /* ... and router_stdin_attach() succeeded */
 	struct fs_parked_list parked;
 	struct fuse_pollhandle *ph;
 	TAILQ_ENTRY(fs_stdin) link; /* in fs->stdins */

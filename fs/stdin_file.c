@@ -3,8 +3,11 @@
  * stdin files: MNT/<nspace>/<rank>/stdin (one rank) and MNT/<nspace>/stdin
  * (broadcast).  A write is copied and pushed to the router; the FUSE write
  * is answered from the push callback, so while the rank's sink is XOFFed
- * the writer simply waits.  An open file is a writer in the router's FIFO
- * sense: when a rank's last writer closes, the rank reads EOF.
+ * the writer simply waits.  An open file becomes a writer in the router's
+ * FIFO sense (when a rank's last writer closes, the rank reads EOF) at its
+ * first write, or at open when opened with O_TRUNC (the shell's ">", so
+ * ": > stdin" sends EOF); an open that never writes -- touch, truncate, a
+ * refused utimensat or ftruncate -- changes nothing for the rank.
  */
 #include "fs/fs_i.h"
 
@@ -74,11 +77,27 @@ static void stdin_pushed(int status, void *cbdata)
 	stdin_notify_poll(w);
 }
 
+/* Count @w as a writer of its rank(s) from now on (once per handle). */
+static void stdin_become_writer(struct fs_stdin *w)
+{
+	if (w->tried)
+		return;
+	w->tried = true;
+	/* An exited rank can still be opened; its writes fail with EPIPE. */
+	w->attached = router_stdin_attach(w->job, w->rank) == 0;
+}
+
+static bool stdin_exists(router_job_t *job, uint32_t rank)
+{
+	if (router_job_removed(job))
+		return false;
+	return rank == ROUTER_RANK_WILDCARD || router_job_rank(job, rank);
+}
+
 void fs_stdin_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 		   struct fuse_file_info *fi)
 {
 	struct fs_stdin *w;
-	int rc;
 
 	if ((fi->flags & O_ACCMODE) == O_RDONLY) {
 		fs_info_open_empty(fs, req, fi);
@@ -97,15 +116,14 @@ void fs_stdin_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 	w->fs = fs;
 	w->rank = in->rank;
 	TAILQ_INIT(&w->parked);
-	rc = router_stdin_attach(in->job, in->rank);
-	if (rc == ROUTER_ERR_NOT_FOUND) {
+	if (!stdin_exists(in->job, in->rank)) {
 		free(w);
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	/* An exited rank can still be opened; its writes fail with EPIPE. */
-	w->attached = rc == 0;
 	w->job = router_job_ref(in->job);
+	if (fi->flags & O_TRUNC)
+		stdin_become_writer(w);
 	TAILQ_INSERT_TAIL(&fs->stdins, w, link);
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)w;
@@ -119,6 +137,8 @@ void fs_stdin_write(struct fs_stdin *w, fuse_req_t req, const char *buf,
 	struct fs_parked *p;
 	int rc;
 
+	if (!w->fs->shutdown)
+		stdin_become_writer(w);
 	if (!w->attached || w->fs->shutdown) {
 		fuse_reply_err(req, EPIPE);
 		return;
@@ -154,7 +174,7 @@ void fs_stdin_poll(struct fs_stdin *w, fuse_req_t req,
 {
 	unsigned revents = 0;
 
-	if (!w->attached || w->fs->shutdown)
+	if ((w->tried && !w->attached) || w->fs->shutdown)
 		revents = POLLERR;
 	else if (TAILQ_EMPTY(&w->parked))
 		revents = POLLOUT | POLLWRNORM;
