@@ -107,23 +107,6 @@ size_t fs_open_count(const fs_t *fs)
 	return fs->nopen;
 }
 
-/* An info file whose job or rank has ended no longer changes. */
-static bool info_settled(const struct fs_inode *in)
-{
-	struct router_stats rs;
-	router_rank_t *rk;
-
-	if (in->rank == ROUTER_RANK_WILDCARD) {
-		router_job_stats(in->job, &rs); /* the job's info: O(ranks) */
-		return rs.state != ROUTER_STATE_RUNNING;
-	}
-	rk = router_job_rank(in->job, in->rank);
-	if (!rk)
-		return false;
-	router_rank_stats(rk, &rs);
-	return rs.state != ROUTER_STATE_RUNNING;
-}
-
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 {
 	struct router_stream_attr sa = {0};
@@ -142,7 +125,8 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
 		return;
 	}
-	/* O(1): getattr runs for every stat and every tail -f poll */
+	/* O(1) (a job's info: O(ranks), see fs_info_attr): getattr runs for
+	 * every stat and every tail -f poll */
 	router_job_owner(in->job, &uid, &gid);
 	st->st_uid = uid;
 	st->st_gid = gid;
@@ -172,14 +156,14 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		set_time_ns(st, sa.mtime_ns);
 		break;
 	case FS_K_INFO: {
-		char *text = NULL;
 		size_t len = 0;
+		bool settled = false;
 
 		st->st_mode = FS_INFO_MODE;
-		if (fs_info_render(in->job, in->rank, &text, &len) == 0)
+		/* the exact length of a rendering now, counted, not rendered */
+		if (fs_info_attr(in->job, in->rank, &len, &settled) == 0)
 			st->st_size = (off_t)len;
-		free(text);
-		if (info_settled(in)) {
+		if (settled) {
 			/* Settled content, settled times: tar and rsync
 			 * would see a file "changed as we read it". */
 			router_stream_attr(in->job, in->rank, ROUTER_CH_STDOUT,

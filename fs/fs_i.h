@@ -216,6 +216,10 @@ void fs_stdin_shutdown(struct fs_stdin *w);
 /* info.c */
 /* Render the info text of a job (rank WILDCARD) or rank; malloc'ed. */
 int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len);
+/* For getattr: the length fs_info_render() would give now, and whether
+ * the job (rank) has ended, without rendering or allocating.  O(1) for a
+ * rank; O(ranks) for a job (its counters are sums over the ranks). */
+int fs_info_attr(router_job_t *job, uint32_t rank, size_t *len, bool *settled);
 void fs_info_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 		  struct fuse_file_info *fi);
 /* An O_RDONLY open of a stdin file: an empty snapshot (reads give EOF at
