@@ -23,8 +23,6 @@ static int router_errno(int rc)
 		return ENOENT;
 	case ROUTER_ERR_BAD_PARAM:
 		return EINVAL;
-	case ROUTER_ERR_NOMEM:
-		return ENOMEM;
 	default:
 		return rc < 0 ? -rc : EIO;
 	}
