@@ -94,41 +94,49 @@ static void info_format(router_job_t *job, uint32_t rank,
 			   st->merged_dropped_bytes);
 }
 
+/* Take the stats of the job (rank WILDCARD) or rank into @st and count
+ * the length of its text in *len: 0, or -ENOENT for an unknown rank. */
+static int info_measure(router_job_t *job, uint32_t rank,
+			struct router_stats *st, bool *is_rank, size_t *len)
+{
+	struct info_out o = {0};
+	router_rank_t *rk;
+	int rc = info_stats(job, rank, st, &rk);
+
+	*len = 0;
+	*is_rank = rk != NULL;
+	if (rc < 0)
+		return rc;
+	info_format(job, rank, st, *is_rank, &o);
+	*len = o.len;
+	return 0;
+}
+
 int fs_info_attr(router_job_t *job, uint32_t rank, size_t *len, bool *settled)
 {
 	struct router_stats st;
-	struct info_out o = {0};
-	router_rank_t *rk;
-	int rc = info_stats(job, rank, &st, &rk);
+	bool is_rank;
+	int rc = info_measure(job, rank, &st, &is_rank, len);
 
-	*len = 0;
-	*settled = false;
-	if (rc < 0)
-		return rc;
-	info_format(job, rank, &st, rk != NULL, &o);
-	*len = o.len;
-	*settled = st.state != ROUTER_STATE_RUNNING;
-	return 0;
+	*settled = rc == 0 && st.state != ROUTER_STATE_RUNNING;
+	return rc;
 }
 
 int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len)
 {
 	struct router_stats st;
 	struct info_out o = {0};
-	router_rank_t *rk;
-	int rc = info_stats(job, rank, &st, &rk);
+	bool is_rank;
+	int rc = info_measure(job, rank, &st, &is_rank, &o.cap);
 
 	*text = NULL;
 	*len = 0;
 	if (rc < 0)
 		return rc;
-	info_format(job, rank, &st, rk != NULL, &o); /* count */
-	o.cap = o.len + 1;
-	o.len = 0;
-	o.buf = malloc(o.cap);
+	o.buf = malloc(++o.cap); /* and the NUL */
 	if (!o.buf)
 		return -ENOMEM;
-	info_format(job, rank, &st, rk != NULL, &o);
+	info_format(job, rank, &st, is_rank, &o);
 	*text = o.buf;
 	*len = o.len;
 	return 0;
@@ -159,7 +167,7 @@ void fs_info_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 	}
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)f;
-	if (fs_reply_open(fs, req, fi) != 0)
+	if (fs_reply_open(&fs->rq, req, fi) != 0)
 		fs_info_release(f);
 }
 
@@ -175,7 +183,7 @@ void fs_info_open_empty(struct fs *fs, fuse_req_t req,
 	f->base.kind = FS_K_INFO;
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)f;
-	if (fs_reply_open(fs, req, fi) != 0)
+	if (fs_reply_open(&fs->rq, req, fi) != 0)
 		fs_info_release(f);
 }
 
