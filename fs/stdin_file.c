@@ -17,19 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int push_errno(int rc)
-{
-	switch (rc) {
-	case ROUTER_ERR_PIPE:
-	case ROUTER_ERR_NOT_FOUND:
-	case ROUTER_ERR_NOT_AVAILABLE:
-	case ROUTER_ERR_CANCELED:
-		return EPIPE;
-	default:
-		return rc < 0 ? -rc : EIO;
-	}
-}
-
 static void parked_free(struct fs_parked *p)
 {
 	free(p->bytes);
@@ -38,11 +25,8 @@ static void parked_free(struct fs_parked *p)
 
 static void stdin_notify_poll(struct fs_stdin *w)
 {
-	if (w->ph && TAILQ_EMPTY(&w->parked)) {
-		fuse_lowlevel_notify_poll(w->ph);
-		fuse_pollhandle_destroy(w->ph);
-		w->ph = NULL;
-	}
+	if (TAILQ_EMPTY(&w->parked))
+		fs_poll_wake(&w->ph);
 }
 
 /* Withdraw a pending push and answer its write with what was consumed. */
@@ -52,7 +36,7 @@ static void stdin_cancel(struct fs_stdin *w, struct fs_parked *p,
 	size_t done = router_push_cancel(p->push);
 
 	TAILQ_REMOVE(&w->parked, p, link);
-	fs_unpark(w->fs, p);
+	fs_unpark(p);
 	if (done)
 		fuse_reply_write(p->req, done);
 	else
@@ -66,11 +50,11 @@ static void stdin_pushed(int status, void *cbdata)
 	struct fs_stdin *w = p->owner;
 
 	TAILQ_REMOVE(&w->parked, p, link);
-	fs_unpark(w->fs, p);
+	fs_unpark(p);
 	if (status == ROUTER_SUCCESS)
 		fuse_reply_write(p->req, p->len);
 	else
-		fuse_reply_err(p->req, push_errno(status));
+		fuse_reply_err(p->req, fs_errno(status, true));
 	parked_free(p);
 	stdin_notify_poll(w);
 }
@@ -125,8 +109,17 @@ void fs_stdin_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 	TAILQ_INSERT_TAIL(&fs->stdins, w, link);
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)w;
-	if (fs_reply_open(fs, req, fi) != 0)
+	if (fs_reply_open(&fs->rq, req, fi) != 0)
 		fs_stdin_release(w);
+}
+
+/* A parked write interrupted: what was consumed, or EINTR. */
+static void stdin_interrupted(struct fs_parked *p)
+{
+	struct fs_stdin *w = p->owner;
+
+	stdin_cancel(w, p, EINTR);
+	stdin_notify_poll(w);
 }
 
 void fs_stdin_write(struct fs_stdin *w, fuse_req_t req, const char *buf,
@@ -160,11 +153,11 @@ void fs_stdin_write(struct fs_stdin *w, fuse_req_t req, const char *buf,
 			 &p->push);
 	if (rc != ROUTER_SUCCESS) {
 		parked_free(p);
-		fuse_reply_err(req, push_errno(rc));
+		fuse_reply_err(req, fs_errno(rc, true));
 		return;
 	}
 	TAILQ_INSERT_TAIL(&w->parked, p, link);
-	fs_park(w->fs, p);
+	fs_park(&w->fs->rq, p, stdin_interrupted);
 }
 
 void fs_stdin_poll(struct fs_stdin *w, fuse_req_t req,
@@ -176,16 +169,7 @@ void fs_stdin_poll(struct fs_stdin *w, fuse_req_t req,
 		revents = POLLERR;
 	else if (TAILQ_EMPTY(&w->parked))
 		revents = POLLOUT | POLLWRNORM;
-	if (ph) {
-		if (w->ph)
-			fuse_pollhandle_destroy(w->ph);
-		w->ph = NULL;
-		if (revents)
-			fuse_pollhandle_destroy(ph);
-		else
-			w->ph = ph;
-	}
-	fuse_reply_poll(req, revents);
+	fs_poll_reply(req, &w->ph, ph, revents);
 }
 
 void fs_stdin_release(struct fs_stdin *w)
@@ -198,18 +182,9 @@ void fs_stdin_release(struct fs_stdin *w)
 		router_stdin_detach(w->job, w->rank);
 	w->attached = false;
 	router_job_unref(w->job);
-	if (w->ph)
-		fuse_pollhandle_destroy(w->ph);
+	fs_poll_drop(&w->ph);
 	TAILQ_REMOVE(&w->fs->stdins, w, link);
 	free(w);
-}
-
-void fs_stdin_interrupted(struct fs_parked *p)
-{
-	struct fs_stdin *w = p->owner;
-
-	stdin_cancel(w, p, EINTR);
-	stdin_notify_poll(w);
 }
 
 void fs_stdin_shutdown(struct fs_stdin *w)
@@ -218,9 +193,5 @@ void fs_stdin_shutdown(struct fs_stdin *w)
 
 	while ((p = TAILQ_FIRST(&w->parked)))
 		stdin_cancel(w, p, EPIPE);
-	if (w->ph) {
-		fuse_lowlevel_notify_poll(w->ph);
-		fuse_pollhandle_destroy(w->ph);
-		w->ph = NULL;
-	}
+	fs_poll_wake(&w->ph);
 }
