@@ -5,9 +5,10 @@
  * router's buffer.  A read at the live end is parked until the reader's
  * ready callback (new bytes or completion) -- unless the handle is in file
  * mode: a handle that asked the kernel for its end (lseek SEEK_END, so a
- * GETATTR carrying this file handle) reads 0 there, like a growing log file,
- * because the programs that ask (tail, grep's SEEK_DATA) treat it as one.
- * docs/filesystem.md has the measured tool behaviour behind the rule.
+ * GETATTR carrying this file handle) reads 0 there (O_NONBLOCK or not), like
+ * a growing log file, because the programs that ask (tail, SEEK_DATA/
+ * SEEK_HOLE users) treat it as one.  docs/filesystem.md has the measured
+ * tool behaviour behind the rule.
  */
 #include "fs/fs_i.h"
 
