@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iofs filesystem: the FUSE session on the libevent loop, the directory
- * tree (lookup, getattr, readdir, rmdir/unlink), request parking and
- * interrupts.  Files are in stream_file.c, stdin_file.c and info.c.
+ * iofs filesystem: the FUSE session on the libevent loop, the one op table,
+ * name lookup, attributes (lookup, getattr, setattr, forget), and dispatch
+ * of file requests to their kind.  Files are in stream_file.c,
+ * stdin_file.c and info.c; directories (readdir, rmdir, unlink) in dir.c;
+ * parking, interrupts, counted replies, errno mapping and poll handles in
+ * req.c.  Every op states its valid replies, as libfuse's fuse_lowlevel.h
+ * does.
  */
 #include "fs/fs_i.h"
 
@@ -84,16 +88,6 @@ bool fs_job_running(router_job_t *job)
 	return false;
 }
 
-int fs_reply_open(struct fs *fs, fuse_req_t req,
-		  const struct fuse_file_info *fi)
-{
-	int rc = fuse_reply_open(req, fi);
-
-	if (rc == 0)
-		fs->nopen++;
-	return rc;
-}
-
 int fs_ready(const fs_t *fs)
 {
 	if (fs->ready)
@@ -104,24 +98,7 @@ int fs_ready(const fs_t *fs)
 
 size_t fs_open_count(const fs_t *fs)
 {
-	return fs->nopen;
-}
-
-/* An info file whose job or rank has ended no longer changes. */
-static bool info_settled(const struct fs_inode *in)
-{
-	struct router_stats rs;
-	router_rank_t *rk;
-
-	if (in->rank == ROUTER_RANK_WILDCARD) {
-		router_job_stats(in->job, &rs); /* the job's info: O(ranks) */
-		return rs.state != ROUTER_STATE_RUNNING;
-	}
-	rk = router_job_rank(in->job, in->rank);
-	if (!rk)
-		return false;
-	router_rank_stats(rk, &rs);
-	return rs.state != ROUTER_STATE_RUNNING;
+	return fs->rq.nopen;
 }
 
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
@@ -142,7 +119,8 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
 		return;
 	}
-	/* O(1): getattr runs for every stat and every tail -f poll */
+	/* O(1) (a job's info: O(ranks), see fs_info_attr): getattr runs for
+	 * every stat and every tail -f poll */
 	router_job_owner(in->job, &uid, &gid);
 	st->st_uid = uid;
 	st->st_gid = gid;
@@ -172,14 +150,14 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		set_time_ns(st, sa.mtime_ns);
 		break;
 	case FS_K_INFO: {
-		char *text = NULL;
 		size_t len = 0;
+		bool settled = false;
 
 		st->st_mode = FS_INFO_MODE;
-		if (fs_info_render(in->job, in->rank, &text, &len) == 0)
+		/* the exact length of a rendering now, counted, not rendered */
+		if (fs_info_attr(in->job, in->rank, &len, &settled) == 0)
 			st->st_size = (off_t)len;
-		free(text);
-		if (info_settled(in)) {
+		if (settled) {
 			/* Settled content, settled times: tar and rsync
 			 * would see a file "changed as we read it". */
 			router_stream_attr(in->job, in->rank, ROUTER_CH_STDOUT,
@@ -197,54 +175,6 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 	}
 	case FS_K_ROOT:
 		break;
-	}
-}
-
-/* ------------------------------------------------------------------------ */
-/* Parking and interrupts                                                    */
-
-static void fs_interrupt_cb(fuse_req_t req, void *data)
-{
-	struct fs_parked *p = data;
-
-	(void)req;
-	/* libfuse may hold the request's lock here: only note it. */
-	if (p->interrupted)
-		return;
-	p->interrupted = true;
-	TAILQ_INSERT_TAIL(&p->fs->interrupted, p, ilink);
-	event_active(p->fs->intr_ev, EV_TIMEOUT, 1);
-}
-
-static void fs_intr_ev_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct fs *fs = arg;
-	struct fs_parked *p;
-
-	(void)fd;
-	(void)what;
-	while ((p = TAILQ_FIRST(&fs->interrupted))) {
-		TAILQ_REMOVE(&fs->interrupted, p, ilink);
-		p->interrupted = false;
-		if (p->type == FS_P_WRITE)
-			fs_stdin_interrupted(p);
-		else
-			fs_stream_interrupted(p);
-	}
-}
-
-void fs_park(struct fs *fs, struct fs_parked *p)
-{
-	p->fs = fs;
-	p->interrupted = false;
-	fuse_req_interrupt_func(p->req, fs_interrupt_cb, p);
-}
-
-void fs_unpark(struct fs *fs, struct fs_parked *p)
-{
-	if (p->interrupted) {
-		TAILQ_REMOVE(&fs->interrupted, p, ilink);
-		p->interrupted = false;
 	}
 }
 
@@ -322,6 +252,7 @@ struct fs_inode *fs_child_of(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	return in;
 }
 
+/* lookup.  Valid replies: fuse_reply_entry, fuse_reply_err */
 static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_req_fs(req);
@@ -351,12 +282,14 @@ static void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
 		fs_inode_free(&fs->it, in);
 }
 
+/* forget.  Valid replies: fuse_reply_none */
 static void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	fs_forget_one(fs_req_fs(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
+/* forget_multi.  Valid replies: fuse_reply_none */
 static void fs_op_forget_multi(fuse_req_t req, size_t count,
 			       struct fuse_forget_data *forgets)
 {
@@ -366,6 +299,7 @@ static void fs_op_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+/* getattr.  Valid replies: fuse_reply_attr, fuse_reply_err */
 static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
@@ -387,6 +321,7 @@ static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_attr(req, &st, 0);
 }
 
+/* setattr.  Valid replies: fuse_reply_attr, fuse_reply_err */
 static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			  int to_set, struct fuse_file_info *fi)
 {
@@ -412,6 +347,7 @@ static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 /* ------------------------------------------------------------------------ */
 /* Files: dispatch on the inode kind (open) or the handle's tag              */
 
+/* open.  Valid replies: fuse_reply_open, fuse_reply_err */
 static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -444,6 +380,8 @@ static struct fs_file *fh_file(struct fuse_file_info *fi)
 	return (struct fs_file *)(uintptr_t)fi->fh;
 }
 
+/* read.  Valid replies: fuse_reply_buf, fuse_reply_iov, fuse_reply_data,
+ * fuse_reply_err */
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
@@ -458,6 +396,7 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EBADF);
 }
 
+/* write.  Valid replies: fuse_reply_write, fuse_reply_err */
 static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 			size_t size, off_t off, struct fuse_file_info *fi)
 {
@@ -471,6 +410,7 @@ static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_err(req, EBADF);
 }
 
+/* poll.  Valid replies: fuse_reply_poll, fuse_reply_err */
 static void fs_op_poll(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi, struct fuse_pollhandle *ph)
 {
@@ -482,12 +422,13 @@ static void fs_op_poll(fuse_req_t req, fuse_ino_t ino,
 	} else if (f->kind == FS_K_STDIN) {
 		fs_stdin_poll((struct fs_stdin *)f, req, ph);
 	} else {
-		if (ph)
-			fuse_pollhandle_destroy(ph);
-		fuse_reply_poll(req, POLLIN | POLLRDNORM);
+		struct fuse_pollhandle *none = NULL; /* info: always readable */
+
+		fs_poll_reply(req, &none, ph, POLLIN | POLLRDNORM);
 	}
 }
 
+/* flush.  Valid replies: fuse_reply_err */
 static void fs_op_flush(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -496,22 +437,23 @@ static void fs_op_flush(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* release.  Valid replies: fuse_reply_err */
 static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
 	struct fs_file *f = fh_file(fi);
 
 	(void)ino;
-	fs_req_fs(req)->nopen--;
 	if (f->kind == FS_K_STDOUT || f->kind == FS_K_STDERR)
 		fs_stream_release((struct fs_stream *)f);
 	else if (f->kind == FS_K_STDIN)
 		fs_stdin_release((struct fs_stdin *)f);
 	else
 		fs_info_release((struct fs_info *)f);
-	fuse_reply_err(req, 0);
+	fs_reply_release(&fs_req_fs(req)->rq, req);
 }
 
+/* fsync.  Valid replies: fuse_reply_err */
 static void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
@@ -521,6 +463,7 @@ static void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, 0);
 }
 
+/* init: no reply (libfuse answers INIT after it returns). */
 static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
@@ -530,7 +473,10 @@ static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 	fs->init_seen = true; /* fs_dev_cb: ready once the reply went out */
 }
 
-static const struct fuse_lowlevel_ops fs_file_ops = {
+/* The one op table.  An op left out is answered ENOSYS by libfuse (lseek:
+ * the kernel then falls back to a GETATTR with the handle, which is what
+ * makes a stream handle file-mode, see stream_file.c). */
+static const struct fuse_lowlevel_ops fs_ops = {
     .init = fs_op_init,
     .lookup = fs_op_lookup,
     .forget = fs_op_forget,
@@ -544,6 +490,16 @@ static const struct fuse_lowlevel_ops fs_file_ops = {
     .release = fs_op_release,
     .fsync = fs_op_fsync,
     .poll = fs_op_poll,
+    .opendir = fs_op_opendir,
+    .readdir = fs_op_readdir,
+    .releasedir = fs_op_releasedir,
+    .rmdir = fs_op_rmdir,
+    .unlink = fs_op_unlink,
+    .mkdir = fs_op_mkdir,
+    .mknod = fs_op_mknod,
+    .symlink = fs_op_symlink,
+    .rename = fs_op_rename,
+    .link = fs_op_link,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -646,7 +602,6 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	   char *err, size_t errlen, fs_t **out)
 {
 	struct fs *fs;
-	struct fuse_lowlevel_ops ops;
 	char opts[4096];
 	struct timeval tv = {.tv_sec = FS_SWEEP_MS / 1000,
 			     .tv_usec = (FS_SWEEP_MS % 1000) * 1000};
@@ -672,13 +627,11 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	fs->gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs->start);
 	fs_itable_init(&fs->it);
-	TAILQ_INIT(&fs->interrupted);
 	TAILQ_INIT(&fs->streams);
 	TAILQ_INIT(&fs->stdins);
 	fs->mountpoint = strdup(cfg->mountpoint);
-	fs->intr_ev = event_new(base, -1, 0, fs_intr_ev_cb, fs);
 	fs->sweep_ev = event_new(base, -1, EV_PERSIST, fs_sweep_cb, fs);
-	if (!fs->mountpoint || !fs->intr_ev || !fs->sweep_ev) {
+	if (fs_rq_init(&fs->rq, base) < 0 || !fs->mountpoint || !fs->sweep_ev) {
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
@@ -695,9 +648,7 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
-	ops = fs_file_ops;
-	fs_dir_ops(&ops);
-	fs->se = fuse_session_new(&fs->args, &ops, sizeof(ops), fs);
+	fs->se = fuse_session_new(&fs->args, &fs_ops, sizeof(fs_ops), fs);
 	if (!fs->se) {
 		snprintf(err, errlen,
 			 "bad FUSE mount option in '-o %s' (see the message "
@@ -791,8 +742,7 @@ void fs_free(fs_t *fs)
 	fuse_opt_free_args(&fs->args);
 	free(fs->buf.mem);
 	fs_itable_release(&fs->it);
-	if (fs->intr_ev)
-		event_free(fs->intr_ev);
+	fs_rq_release(&fs->rq);
 	if (fs->sweep_ev)
 		event_free(fs->sweep_ev);
 	free(fs->mountpoint);

@@ -7,7 +7,7 @@
  * router (docs/filesystem.md).  Single-threaded: the FUSE device is one
  * persistent read event on the daemon's libevent loop, and every request
  * that cannot be answered at once (a read at the live end, a write while the
- * rank's stdin is XOFFed, the open of an empty live stream) is parked and
+ * rank's stdin is XOFFed) is parked and
  * answered later from a router callback.  Every call here runs on the loop
  * thread.
  */
