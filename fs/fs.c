@@ -596,6 +596,13 @@ static bool fs_linger_one(struct fs *fs, uint64_t now)
 		router_job_stats(job, &st);
 		if (st.state == ROUTER_STATE_RUNNING)
 			continue;
+		/* abandoned (forwarder gone): linger_lost_s if sooner */
+		uint32_t linger = fs->linger_s;
+		if (st.state == ROUTER_STATE_LOST && fs->linger_lost_s &&
+		    (!linger || fs->linger_lost_s < linger))
+			linger = fs->linger_lost_s;
+		if (!linger)
+			continue;
 		in = fs_inode_ensure(&fs->it, FS_K_JOB, job,
 				     ROUTER_RANK_WILDCARD);
 		if (!in)
@@ -604,7 +611,7 @@ static bool fs_linger_one(struct fs *fs, uint64_t now)
 			in->complete_since_s = now;
 			continue;
 		}
-		if (now - in->complete_since_s >= fs->linger_s &&
+		if (now - in->complete_since_s >= linger &&
 		    router_job_remove(fs->r, job) == 0)
 			return true; /* iteration invalidated: start again */
 	}
@@ -617,7 +624,7 @@ static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (fs->linger_s && !fs->shutdown) {
+	if ((fs->linger_s || fs->linger_lost_s) && !fs->shutdown) {
 		uint64_t now = mono_s() + 1; /* never 0 */
 
 		while (fs_linger_one(fs, now))
@@ -647,6 +654,8 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	fs->r = r;
 	fs->debug = cfg->debug;
 	fs->linger_s = cfg->linger_s;
+	fs->linger_lost_s = cfg->linger_lost_s;
+	fs->stdin_uid_max = cfg->stdin_uid_max;
 	fs->max_read = cfg->max_read;
 	fs->on_exit = cfg->on_exit;
 	fs->on_exit_ctx = cfg->on_exit_ctx;
@@ -775,6 +784,7 @@ void fs_free(fs_t *fs)
 	fuse_opt_free_args(&fs->args);
 	free(fs->buf.mem);
 	fs_itable_release(&fs->it);
+	uidmap_release(&fs->stdin_uids);
 	if (fs->intr_ev)
 		event_free(fs->intr_ev);
 	if (fs->sweep_ev)

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "fs/fs.h"
+#include "router/strmap.h"
 
 struct event;
 
@@ -77,6 +78,8 @@ struct fs_parked {
 	router_push_t *push; /* valid until the push callback */
 	void *bytes;	     /* owned copy of the write */
 	size_t len;
+	uint32_t uid;	  /* the writer, charged @len in fs->stdin_uids */
+	bool uid_charged;
 };
 TAILQ_HEAD(fs_parked_list, fs_parked);
 
@@ -131,7 +134,14 @@ struct fs {
 	bool exit_reported;
 	bool debug;
 	uint32_t linger_s;
+	uint32_t linger_lost_s;
 	uint32_t max_read;
+	/* stdin bytes held for parked writes, per writer uid (uid 0 exempt):
+	 * above stdin_uid_max a write fails with ENOBUFS. */
+	uint64_t stdin_uid_max;
+	struct strmap stdin_uids;
+	uint64_t stdin_refusals, stdin_unlogged;
+	uint64_t stdin_logged_s;
 	uid_t uid; /* the daemon's, for the root directory */
 	gid_t gid;
 	struct timespec start;

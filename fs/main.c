@@ -49,8 +49,11 @@ struct options {
 	char mountpoint_abs[PATH_MAX];
 	char output_dir_abs[PATH_MAX];
 	uint32_t linger_s;
+	uint32_t linger_lost_s;
+	uint64_t stdin_uid_max;
 	uint32_t max_read;
 	size_t window;
+	struct net_server_config net; /* auth, munge_socket, max_* */
 	char fuse_opts[2048]; /* -o options we pass on to libfuse */
 };
 
@@ -84,6 +87,11 @@ static void usage(FILE *f)
 	    "  -o window=BYTES    retained bytes per stream (default 1 MiB)\n"
 	    "  -o max_read=BYTES  largest read request the kernel sends\n"
 	    "  -o allow_remote    accept TCP forwarders not on loopback\n"
+	    "  -o auth=munge|none TCP forwarders prove their uid with MUNGE\n"
+	    "                     (default) or are trusted (none)\n"
+	    "  -o munge_socket=PATH  munged's socket (default $MUNGE_SOCKET)\n"
+	    "  -o linger_lost=SECONDS  remove abandoned jobs (default 3600)\n"
+	    "  -o max_...=N       per-user limits, see iofs(8)\n"
 	    "  -o OPT             any other option goes to FUSE (mount(8))\n"
 	    "  --listen ADDR      unix:/path or tcp:HOST:PORT (repeatable);\n"
 	    "                     default $IOFS_ADDR, else\n"
@@ -122,6 +130,8 @@ static int parse_o(struct options *o, char *arg)
 	for (char *tok = strtok_r(arg, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		uint64_t v;
+		char err[256];
+		int rc;
 		size_t used = strlen(o->fuse_opts);
 
 		if (!strncmp(tok, "linger=", 7)) {
@@ -158,6 +168,30 @@ static int parse_o(struct options *o, char *arg)
 				 used ? "," : "", tok);
 		} else if (!strcmp(tok, "allow_remote")) {
 			o->allow_remote_tcp = true;
+		} else if (!strncmp(tok, "linger_lost=", 12)) {
+			if (!parse_u64(tok + 12, UINT32_MAX, &v)) {
+				fprintf(stderr,
+					"iofs: bad -o %s: give a number of "
+					"seconds (0 = like linger)\n",
+					tok);
+				return -1;
+			}
+			o->linger_lost_s = (uint32_t)v;
+		} else if (!strncmp(tok, "max_stdin_uid=", 14)) {
+			if (!parse_u64(tok + 14, UINT64_MAX / 4, &v)) {
+				fprintf(stderr,
+					"iofs: bad -o %s: give a byte count "
+					"(0 = unlimited)\n",
+					tok);
+				return -1;
+			}
+			o->stdin_uid_max = v;
+		} else if ((rc = net_config_option(&o->net, tok, err,
+						   sizeof(err))) != 0) {
+			if (rc < 0) {
+				fprintf(stderr, "iofs: %s\n", err);
+				return -1;
+			}
 		} else if (used + strlen(tok) + 2 < sizeof(o->fuse_opts)) {
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
@@ -338,10 +372,10 @@ static int start_pmix(struct daemon *d, char *err, size_t errlen)
 static int start_listeners(struct daemon *d, char *err, size_t errlen)
 {
 	struct options *o = d->opt;
-	struct net_server_config nc = {
-	    .allow_remote_tcp = o->allow_remote_tcp,
-	    .debug = o->debug,
-	};
+	struct net_server_config nc = o->net;
+
+	nc.allow_remote_tcp = o->allow_remote_tcp;
+	nc.debug = o->debug;
 	int rc;
 
 	rc = net_server_new(d->base, d->r, &nc, &d->net);
@@ -530,7 +564,7 @@ static int check_paths(const struct options *o)
 
 int main(int argc, char **argv)
 {
-	struct options o = {0};
+	struct options o = {.linger_lost_s = 3600, .stdin_uid_max = 64u << 20};
 	struct daemon d = {.opt = &o};
 	struct router_config rc_cfg = {0};
 	char err[1024] = "";
@@ -588,6 +622,8 @@ int main(int argc, char **argv)
 		    .fuse_opts = o.fuse_opts,
 		    .debug = o.debug,
 		    .linger_s = o.linger_s,
+		    .linger_lost_s = o.linger_lost_s,
+		    .stdin_uid_max = o.stdin_uid_max,
 		    .max_read = o.max_read,
 		    .on_exit = on_fs_exit,
 		    .on_exit_ctx = &d,

@@ -40,7 +40,8 @@ static void usage(FILE *f)
 		"[--rank N | -n COUNT] [--size N]\n"
 		"                [--tag-output] [--rank-output] "
 		"[--timestamp-output] [--xml] [--raw]\n"
-		"                [--strict] [--verbose] -- COMMAND [ARG...]\n"
+		"                [--strict] [--verbose] [--munge-socket PATH]\n"
+		"                -- COMMAND [ARG...]\n"
 		"Runs COMMAND as rank(s) of job NAME and forwards its stdio "
 		"to the iofs daemon.\n"
 		"See iofs-run(1).\n");
@@ -105,6 +106,7 @@ enum {
 	OPT_RAW,
 	OPT_STRICT,
 	OPT_VERSION,
+	OPT_MUNGE_SOCKET,
 };
 
 static int parse_args(struct run *r, int argc, char **argv)
@@ -121,6 +123,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 	    {"xml", no_argument, NULL, OPT_XML},
 	    {"raw", no_argument, NULL, OPT_RAW},
 	    {"strict", no_argument, NULL, OPT_STRICT},
+	    {"munge-socket", required_argument, NULL, OPT_MUNGE_SOCKET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
@@ -193,6 +196,9 @@ static int parse_args(struct run *r, int argc, char **argv)
 			break;
 		case OPT_STRICT:
 			r->strict = true;
+			break;
+		case OPT_MUNGE_SOCKET:
+			r->munge_socket = optarg;
 			break;
 		case 'v':
 			r->verbose = true;
