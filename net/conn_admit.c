@@ -312,6 +312,15 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 
 	if (check_limits(c, job, count) < 0)
 		return -1;
+	uint32_t owner, group;
+	if (job && c->uid != 0 &&
+	    (router_job_owner(job, &owner, &group), owner != c->uid)) {
+		conn_fail(c, PROTO_REFUSED_EXISTS,
+			  "job '%s' belongs to uid %u: uid %u may not join or "
+			  "replace it",
+			  c->nspace, owner, c->uid);
+		return -1;
+	}
 	int64_t busy = hello_range_busy(c, job, base, count);
 	if (busy >= 0) {
 		conn_fail(c, PROTO_REFUSED_EXISTS,
