@@ -36,14 +36,21 @@ void conn_kick(struct conn *c)
 	event_active(c->kick, EV_READ, 0);
 }
 
-/* Start/stop reading the socket (our own read event, see read_ev_cb). */
+/*
+ * Start/stop reading the socket (our own read event, see read_ev_cb).  The
+ * read event never carries a timeout: on a persistent event libevent
+ * re-arms it after every wake-up, and event_add(ev, NULL) keeps a timeout
+ * already set, so a greeting deadline there would cut off every rank that
+ * is silent for that long.  Idle is normal; the greeting deadline is its
+ * own one-shot timer (hello_timeout_cb).
+ */
 void conn_reading(struct conn *c, bool on)
 {
 	if (!c->rev || on == c->reading)
 		return;
 	c->reading = on;
 	if (on)
-		event_add(c->rev, c->dec.greeted ? NULL : &c->hello_tv);
+		event_add(c->rev, NULL);
 	else
 		event_del(c->rev);
 }
@@ -464,26 +471,14 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	size_t burst = 0;
 
-	if (what & EV_TIMEOUT) {
-		srv_log(c->srv, LOG_WARNING,
-			"conn %llu (%s): no HELLO in time: dropped",
-			(unsigned long long)c->id, c->peer);
-		c->dead = true;
-		conn_reading(c, false);
-		conn_kick(c);
-		return;
-	}
 	while (burst < CONN_READ_BURST &&
 	       evbuffer_get_length(c->in) + CONN_READ_CHUNK <= CONN_IN_MAX) {
 		ssize_t n = wire_read(fd, c->in, CONN_READ_CHUNK);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n <= 0) {
-			char why[128];
-			snprintf(why, sizeof(why),
-				 n == 0 ? "connection closed"
-					: "connection error: %s",
-				 strerror(errno));
+			char why[200];
+			net_drop_reason(n == 0 ? 0 : errno, why, sizeof(why));
 			conn_lost_log(c, why);
 			return;
 		}
@@ -492,6 +487,22 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 	}
 	process_input(c);
+}
+
+/* Accepted CONN_HELLO_TIMEOUT_S ago and still no complete HELLO. */
+static void hello_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->dec.greeted || c->closing || c->dead)
+		return;
+	srv_log(c->srv, LOG_WARNING,
+		"conn %llu (%s): no HELLO in time (%d s after connecting): "
+		"dropped",
+		(unsigned long long)c->id, c->peer, CONN_HELLO_TIMEOUT_S);
+	c->dead = true;
+	conn_reading(c, false);
+	conn_kick(c);
 }
 
 static void write_cb(struct bufferevent *bev, void *arg)
@@ -529,8 +540,13 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_kick(c);
 		return;
 	}
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		conn_lost_log(c, "connection error");
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		char why[200];
+		net_drop_reason(what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR()
+						       : 0,
+				why, sizeof(why));
+		conn_lost_log(c, why);
+	}
 }
 
 /* Deferred service: apply stdin flow, resume reading, free when dead. */
@@ -596,10 +612,11 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	}
 	c->kick = event_new(s->base, -1, 0, kick_cb, c);
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, read_ev_cb, c);
+	c->hello_timer = evtimer_new(s->base, hello_timeout_cb, c);
 	c->in = evbuffer_new();
 	c->bev = bufferevent_socket_new(
 	    s->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->kick || !c->rev || !c->in || !c->bev) {
+	if (!c->kick || !c->rev || !c->hello_timer || !c->in || !c->bev) {
 		if (c->bev)
 			bufferevent_free(c->bev); /* closes fd */
 		else
@@ -608,6 +625,8 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 			event_free(c->kick);
 		if (c->rev)
 			event_free(c->rev);
+		if (c->hello_timer)
+			event_free(c->hello_timer);
 		if (c->in)
 			evbuffer_free(c->in);
 		free(c);
@@ -620,7 +639,8 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_LOW, 0);
 	bufferevent_set_max_single_write(c->bev, CONN_WRITE_MAX);
 	bufferevent_enable(c->bev, EV_WRITE);
-	c->hello_tv.tv_sec = CONN_HELLO_TIMEOUT_S;
+	struct timeval hello_tv = {CONN_HELLO_TIMEOUT_S, 0};
+	evtimer_add(c->hello_timer, &hello_tv);
 	conn_reading(c, true);
 	c->next = s->conns;
 	if (s->conns)
@@ -645,6 +665,10 @@ void conn_destroy(struct conn *c)
 	if (c->bev) {
 		bufferevent_free(c->bev);
 		c->bev = NULL;
+	}
+	if (c->hello_timer) {
+		event_free(c->hello_timer);
+		c->hello_timer = NULL;
 	}
 	evbuffer_free(c->in);
 	conn_dq_release(c);

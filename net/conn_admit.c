@@ -349,8 +349,7 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 		c->rank_base + c->rank_count - 1, c->job_size, c->host, c->pid,
 		c->uid,
 		c->is_unix ? "" : c->cred_ok ? " (MUNGE)" : " (unauthenticated)");
-	if (c->reading)
-		event_add(c->rev, NULL); /* greeted: no read timeout any more */
+	event_del(c->hello_timer); /* greeted: no deadline any more */
 	struct proto_frame w = {.type = PROTO_WELCOME,
 				.version = c->version,
 				.max_payload = PROTO_PAYLOAD_MAX};
@@ -420,6 +419,7 @@ int conn_admit(struct conn *c, uint32_t base, uint32_t count,
 	}
 	c->susp |= CONN_SUSP_AUTH;
 	conn_reading(c, false);
+	event_del(c->hello_timer); /* AUTH_TIMEOUT_S bounds the decode */
 	return 0;
 }
 

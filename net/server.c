@@ -157,12 +157,67 @@ static bool unix_alive(const struct net_addr *a)
 	return alive;
 }
 
+/*
+ * The directory the socket goes in: another user who may rename entries in
+ * it (writable by group or others, no sticky bit) could swap our socket for
+ * their own.  0, or -EPERM with a message.
+ */
+static int unix_dir_safe(const char *path, char *err, size_t errlen)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (stat(dir, &st) != 0)
+		return 0; /* bind() reports it */
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		snprintf(err, errlen,
+			 "cannot listen on unix:%s: directory %s (mode %04o) "
+			 "is writable by other users without the sticky bit, "
+			 "so they could replace the socket: use a directory "
+			 "only the daemon's user can write (e.g. %s) or one "
+			 "with the sticky bit (like /tmp)",
+			 path, dir, (unsigned)(st.st_mode & 07777),
+			 NET_SYSTEM_DIR);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* bind() creates the socket file 0666 (any local user may run a job;
+ * SO_PEERCRED says who they are) by the umask: a path is never chmod()ed,
+ * since another user could have swapped it for a link by then. */
+static int bind_unix(int fd, const struct net_addr *a)
+{
+	mode_t old = umask(0111);
+	int rc = bind(fd, (const struct sockaddr *)&a->ss, a->len);
+	int e = errno;
+
+	umask(old);
+	errno = e;
+	return rc;
+}
+
 static int open_unix(const struct net_addr *a, const char *path, char *err,
 		     size_t errlen)
 {
 	struct stat st;
 	int e;
 
+	if (strcmp(path, NET_SYSTEM_SOCKET) == 0 && geteuid() == 0 &&
+	    mkdir(NET_SYSTEM_DIR, 0755) != 0 && errno != EEXIST) {
+		e = errno;
+		goto fail_report;
+	}
+	e = unix_dir_safe(path, err, errlen);
+	if (e < 0)
+		return e;
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			snprintf(err, errlen,
@@ -184,11 +239,8 @@ static int open_unix(const struct net_addr *a, const char *path, char *err,
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		goto fail_errno;
-	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0)
+	if (bind_unix(fd, a) != 0)
 		goto fail_close;
-	/* Any local user may run a job; SO_PEERCRED says who they are. */
-	if (chmod(path, 0666) != 0)
-		goto fail_unlink;
 	if (listen(fd, 512) != 0)
 		goto fail_unlink;
 	return fd;

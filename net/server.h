@@ -84,14 +84,22 @@ void net_server_stop_listening(net_server_t *s);
  * still pending in the router are orphaned and freed by their callbacks. */
 void net_server_free(net_server_t *s);
 
-/* The default address: $IOFS_ADDR, else unix:$XDG_RUNTIME_DIR/iofs.sock,
- * else unix:/run/iofs.sock (root) or unix:/tmp/iofs-<uid>.sock.  Returns a
- * static buffer. */
+/* The system daemon's socket, in a directory the daemon owns (the systemd
+ * unit's RuntimeDirectory=iofs), and the older one directly in /run. */
+#define NET_SYSTEM_DIR	  "/run/iofs"
+#define NET_SYSTEM_SOCKET NET_SYSTEM_DIR "/iofs.sock"
+#define NET_LEGACY_SOCKET "/run/iofs.sock"
+
+/* The default address to listen on: $IOFS_ADDR, else for root (effective
+ * uid 0) unix:/run/iofs/iofs.sock (never $XDG_RUNTIME_DIR), else
+ * unix:$XDG_RUNTIME_DIR/iofs.sock, else unix:/tmp/iofs-<uid>.sock.
+ * Returns a static buffer. */
 const char *net_default_addr(void);
 
-/* Where a forwarder connects by default: net_default_addr(), except that a
- * non-root user without IOFS_ADDR whose own default socket does not exist
- * connects to the system-wide unix:/run/iofs.sock when that exists. */
+/* Where a forwarder connects by default: $IOFS_ADDR, else the system
+ * daemon's unix:/run/iofs/iofs.sock, else unix:/run/iofs.sock, when one of
+ * them exists, else net_default_addr().  Whatever it picks, iofs-run
+ * checks the peer's credentials before sending anything (root or itself). */
 const char *net_default_connect_addr(void);
 
 #endif /* IOFS_NET_SERVER_H */

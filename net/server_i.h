@@ -38,7 +38,7 @@ struct auth_worker;
 #define CONN_READ_CHUNK	     (256u << 10) /* one readv() */
 #define CONN_READ_BURST	     (2u << 20)	  /* bytes read per wake-up at most */
 #define CONN_WRITE_MAX	     (1 << 20)	  /* bufferevent max single write */
-#define CONN_HELLO_TIMEOUT_S 10 /* accepted, no complete HELLO: drop */
+#define CONN_HELLO_TIMEOUT_S 10 /* after accept, no complete HELLO: drop */
 #define CONN_CLOSE_TIMEOUT_S 5	/* ERROR not taken by the peer: drop */
 
 /* Why a connection's input is not being read (bitmask). */
@@ -117,8 +117,8 @@ struct conn {
 	    *bev;	     /* output only; owns the fd; NULL once closed */
 	struct event *rev;   /* our read event on the fd */
 	struct evbuffer *in; /* bytes read, not yet decoded (owned) */
-	bool reading;	     /* rev is added */
-	struct timeval hello_tv; /* read timeout until HELLO */
+	bool reading;	     /* rev is added (never with a timeout) */
+	struct event *hello_timer; /* one-shot: no HELLO since accept */
 	struct event *kick;	 /* deferred service (flow, resume, free) */
 	uint64_t id;
 	char peer[128]; /* for the log */
