@@ -127,6 +127,13 @@ static const char *verdict(munge_err_t e)
 		return "credential expired (older than its time-to-live)";
 	case EMUNGE_CRED_REWOUND:
 		return "credential from the future (clock skew)";
+	case EMUNGE_BAD_CRED:
+	case EMUNGE_BAD_VERSION:
+	case EMUNGE_BAD_CIPHER:
+	case EMUNGE_BAD_MAC:
+	case EMUNGE_BAD_ZIP:
+	case EMUNGE_BAD_REALM:
+	case EMUNGE_BAD_LENGTH:
 	case EMUNGE_CRED_INVALID:
 		return "invalid credential (forged, corrupted, or minted with "
 		       "another MUNGE key)";
