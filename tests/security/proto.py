@@ -62,7 +62,10 @@ def recv_frame(s):
 
 def answer(s):
     """'WELCOME', 'ERROR <code> <msg>' or 'EOF': the daemon's reply to a HELLO."""
-    t, body = recv_frame(s)
+    return answer_of(*recv_frame(s))
+
+
+def answer_of(t, body):
     if t == T_WELCOME:
         return 'WELCOME'
     if t == T_ERROR:
