@@ -312,6 +312,9 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 
 	if (check_limits(c, job, count) < 0)
 		return -1;
+	/* Another uid's job is never joined (issue 12 item 4; the job-name
+	 * collision rule, if present, runs such a HELLO under another name
+	 * instead, and then this check is redundant). */
 	uint32_t owner, group;
 	if (job && c->uid != 0 &&
 	    (router_job_owner(job, &owner, &group), owner != c->uid)) {

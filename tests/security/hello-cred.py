@@ -14,5 +14,8 @@ s.sendall(proto.hello(ns.encode(), int(base), int(count), version=version,
 a = proto.answer(s)
 print(a, flush=True)
 if a == 'WELCOME':
+    if os.environ.get('RANK_START'):  # start the first rank, with output
+        s.sendall(proto.rank_start(int(base)) +
+                  proto.data(int(base), 2, b'injected\n') + proto.exit_(int(base)))
     sys.stdin.read()
 s.close()
