@@ -126,13 +126,13 @@ int net_config_option(struct net_server_config *cfg, const char *tok,
 	return 0;
 }
 
-uint64_t net_server_refusals(const net_server_t *s)
+void conn_admit_report(net_server_t *s)
 {
-	uint64_t n = 0;
-
 	for (int i = 0; i < LIM_N; i++)
-		n += s->refusals[i];
-	return n;
+		if (s->refusals[i])
+			srv_log(s, LOG_INFO, "limit %s refused %llu times",
+				limit_names[i],
+				(unsigned long long)s->refusals[i]);
 }
 
 static uint64_t mono_ms(void)

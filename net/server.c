@@ -391,6 +391,7 @@ void net_server_free(net_server_t *s)
 	net_server_stop_listening(s);
 	while (s->conns)
 		conn_destroy(s->conns);
+	conn_admit_report(s);
 	strmap_release(&s->conns_by_ns);
 	uidmap_release(&s->uids);
 	auth_worker_free(s->auth);

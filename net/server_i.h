@@ -220,6 +220,8 @@ int conn_admit(struct conn *c, uint32_t base, uint32_t count,
 void conn_admit_release(struct conn *c);
 /* Pending deliveries of @c grew (@delta > 0) or shrank: max_buf_uid. */
 void conn_admit_buf(struct conn *c, int64_t delta);
+/* Log how often each limit refused (at the end). */
+void conn_admit_report(net_server_t *s);
 /* The limits in effect (defaults filled in). */
 void net_limits_fill(struct net_limits *l);
 
