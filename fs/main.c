@@ -122,6 +122,22 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return true;
 }
 
+/* -o NAME=N with N in [min, max]: 1 (*v set), 0 (another option), or -1
+ * after telling what to give. */
+static int num_opt(const char *tok, const char *name, uint64_t min,
+		   uint64_t max, const char *hint, uint64_t *v)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(tok, name, n) != 0)
+		return 0;
+	if (!parse_u64(tok + n, max, v) || *v < min) {
+		fprintf(stderr, "iofs: bad -o %s: %s\n", tok, hint);
+		return -1;
+	}
+	return 1;
+}
+
 /* Split one -o argument: ours are consumed, the rest appended for FUSE. */
 static int parse_o(struct options *o, char *arg)
 {
@@ -134,57 +150,44 @@ static int parse_o(struct options *o, char *arg)
 		int rc;
 		size_t used = strlen(o->fuse_opts);
 
-		if (!strncmp(tok, "linger=", 7)) {
-			if (!parse_u64(tok + 7, UINT32_MAX, &v)) {
-				fprintf(stderr,
-					"iofs: bad -o %s: give a number of "
-					"seconds, e.g. -o linger=600\n",
-					tok);
+		if ((rc = num_opt(tok, "linger=", 0, UINT32_MAX,
+				  "give a number of seconds, e.g. -o linger=600",
+				  &v))) {
+			if (rc < 0)
 				return -1;
-			}
 			o->linger_s = (uint32_t)v;
-		} else if (!strncmp(tok, "window=", 7)) {
-			if (!parse_u64(tok + 7, SIZE_MAX / 4, &v) || v < 4096) {
-				fprintf(
-				    stderr,
-				    "iofs: bad -o %s: give a byte count of "
-				    "at least 4096, e.g. -o window=1048576\n",
-				    tok);
+		} else if ((rc = num_opt(tok, "window=", 4096, SIZE_MAX / 4,
+					 "give a byte count of at least 4096, "
+					 "e.g. -o window=1048576",
+					 &v))) {
+			if (rc < 0)
 				return -1;
-			}
 			o->window = (size_t)v;
-		} else if (!strncmp(tok, "max_read=", 9)) {
-			/* libfuse 3.14 also needs conn->max_read in init */
-			if (!parse_u64(tok + 9, UINT32_MAX, &v) || v < 4096) {
-				fprintf(stderr,
-					"iofs: bad -o %s: give a byte count of "
-					"at least 4096\n",
-					tok);
+		} else if ((rc = num_opt(tok, "max_read=", 4096, UINT32_MAX,
+					 "give a byte count of at least 4096",
+					 &v))) {
+			if (rc < 0)
 				return -1;
-			}
+			/* libfuse 3.14 also needs conn->max_read in init */
 			o->max_read = (uint32_t)v;
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
 				 used ? "," : "", tok);
 		} else if (!strcmp(tok, "allow_remote")) {
 			o->allow_remote_tcp = true;
-		} else if (!strncmp(tok, "linger_lost=", 12)) {
-			if (!parse_u64(tok + 12, UINT32_MAX, &v)) {
-				fprintf(stderr,
-					"iofs: bad -o %s: give a number of "
-					"seconds (0 = like linger)\n",
-					tok);
+		} else if ((rc = num_opt(tok, "linger_lost=", 0, UINT32_MAX,
+					 "give a number of seconds (0 = like "
+					 "linger)",
+					 &v))) {
+			if (rc < 0)
 				return -1;
-			}
 			o->linger_lost_s = (uint32_t)v;
-		} else if (!strncmp(tok, "max_stdin_uid=", 14)) {
-			if (!parse_u64(tok + 14, UINT64_MAX / 4, &v)) {
-				fprintf(stderr,
-					"iofs: bad -o %s: give a byte count "
-					"(0 = unlimited)\n",
-					tok);
+		} else if ((rc = num_opt(tok, "max_stdin_uid=", 0,
+					 UINT64_MAX / 4,
+					 "give a byte count (0 = unlimited)",
+					 &v))) {
+			if (rc < 0)
 				return -1;
-			}
 			o->stdin_uid_max = v;
 		} else if ((rc = net_config_option(&o->net, tok, err,
 						   sizeof(err))) != 0) {

@@ -19,36 +19,63 @@
 #include "net/auth.h"
 #include "net/server_i.h"
 
-#define DEF_RANKS_HELLO PROTO_RANKS_MAX
-#define DEF_RANKS_JOB	PROTO_RANKS_MAX
-#define DEF_RANKS_UID	(2u * PROTO_RANKS_MAX)
-#define DEF_JOBS_UID	1024u
-#define DEF_CONNS_UID	512u
-#define DEF_BUF_CONN	(8ull << 20)
-#define DEF_BUF_UID	(64ull << 20)
-
 static const char *const limit_names[LIM_N] = {
     [LIM_RANKS_HELLO] = "max_ranks_hello", [LIM_RANKS_JOB] = "max_ranks_job",
     [LIM_RANKS_UID] = "max_ranks_uid",	   [LIM_JOBS_UID] = "max_jobs_uid",
     [LIM_CONNS_UID] = "max_conns_uid",	   [LIM_BUF_UID] = "max_buf_uid",
 };
 
+/* The -o max_* options: struct net_limits field, bounds, default. */
+static const struct limit_opt {
+	const char *name; /* "max_...=" */
+	uint64_t min, max, def;
+	size_t off, size;
+} limit_opts[] = {
+#define LIM(n, f, lo, hi, d)                                                    \
+	{n, lo, hi, d, offsetof(struct net_limits, f),                          \
+	 sizeof(((struct net_limits *)0)->f)}
+    LIM("max_ranks_hello=", ranks_hello, 1, PROTO_RANKS_MAX, PROTO_RANKS_MAX),
+    LIM("max_ranks_job=", ranks_job, 1, UINT32_MAX, PROTO_RANKS_MAX),
+    LIM("max_ranks_uid=", ranks_uid, 1, UINT32_MAX, 2u * PROTO_RANKS_MAX),
+    LIM("max_jobs_uid=", jobs_uid, 1, UINT32_MAX, 1024),
+    LIM("max_conns_uid=", conns_uid, 1, UINT32_MAX, 512),
+    LIM("max_buf_conn=", buf_conn, 65536, UINT64_MAX / 4, 8ull << 20),
+    LIM("max_buf_uid=", buf_uid, 65536, UINT64_MAX / 4, 64ull << 20),
+#undef LIM
+};
+#define N_LIMIT_OPTS (sizeof(limit_opts) / sizeof(limit_opts[0]))
+
+static uint64_t limit_get(const struct net_limits *l, const struct limit_opt *o)
+{
+	const char *field = (const char *)l + o->off;
+	uint32_t v32;
+	uint64_t v;
+
+	if (o->size == sizeof(v32)) {
+		memcpy(&v32, field, sizeof(v32));
+		return v32;
+	}
+	memcpy(&v, field, sizeof(v));
+	return v;
+}
+
+static void limit_set(struct net_limits *l, const struct limit_opt *o,
+		      uint64_t v)
+{
+	char *field = (char *)l + o->off;
+	uint32_t v32 = (uint32_t)v;
+
+	if (o->size == sizeof(v32))
+		memcpy(field, &v32, sizeof(v32));
+	else
+		memcpy(field, &v, sizeof(v));
+}
+
 void net_limits_fill(struct net_limits *l)
 {
-	if (!l->ranks_hello)
-		l->ranks_hello = DEF_RANKS_HELLO;
-	if (!l->ranks_job)
-		l->ranks_job = DEF_RANKS_JOB;
-	if (!l->ranks_uid)
-		l->ranks_uid = DEF_RANKS_UID;
-	if (!l->jobs_uid)
-		l->jobs_uid = DEF_JOBS_UID;
-	if (!l->conns_uid)
-		l->conns_uid = DEF_CONNS_UID;
-	if (!l->buf_conn)
-		l->buf_conn = DEF_BUF_CONN;
-	if (!l->buf_uid)
-		l->buf_uid = DEF_BUF_UID;
+	for (size_t i = 0; i < N_LIMIT_OPTS; i++)
+		if (!limit_get(l, &limit_opts[i]))
+			limit_set(l, &limit_opts[i], limit_opts[i].def);
 }
 
 static bool parse_num(const char *s, uint64_t min, uint64_t max,
@@ -68,23 +95,6 @@ static bool parse_num(const char *s, uint64_t min, uint64_t max,
 int net_config_option(struct net_server_config *cfg, const char *tok,
 		      char *err, size_t errlen)
 {
-	static const struct {
-		const char *name;
-		uint64_t min, max;
-		size_t off, size;
-	} nums[] = {
-#define LIM(n, f, lo, hi)                                                       \
-	{n, lo, hi, offsetof(struct net_limits, f),                             \
-	 sizeof(((struct net_limits *)0)->f)}
-	    LIM("max_ranks_hello=", ranks_hello, 1, PROTO_RANKS_MAX),
-	    LIM("max_ranks_job=", ranks_job, 1, UINT32_MAX),
-	    LIM("max_ranks_uid=", ranks_uid, 1, UINT32_MAX),
-	    LIM("max_jobs_uid=", jobs_uid, 1, UINT32_MAX),
-	    LIM("max_conns_uid=", conns_uid, 1, UINT32_MAX),
-	    LIM("max_buf_conn=", buf_conn, 65536, UINT64_MAX / 4),
-	    LIM("max_buf_uid=", buf_uid, 65536, UINT64_MAX / 4),
-#undef LIM
-	};
 	uint64_t v;
 
 	if (!strcmp(tok, "auth=munge") || !strcmp(tok, "auth=none")) {
@@ -103,24 +113,19 @@ int net_config_option(struct net_server_config *cfg, const char *tok,
 		cfg->munge_socket = tok + 13;
 		return 1;
 	}
-	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
-		size_t n = strlen(nums[i].name);
-		if (strncmp(tok, nums[i].name, n) != 0)
+	for (size_t i = 0; i < N_LIMIT_OPTS; i++) {
+		const struct limit_opt *o = &limit_opts[i];
+		size_t n = strlen(o->name);
+		if (strncmp(tok, o->name, n) != 0)
 			continue;
-		if (!parse_num(tok + n, nums[i].min, nums[i].max, &v)) {
+		if (!parse_num(tok + n, o->min, o->max, &v)) {
 			snprintf(err, errlen,
 				 "bad -o %s: give a number from %llu to %llu",
-				 tok, (unsigned long long)nums[i].min,
-				 (unsigned long long)nums[i].max);
+				 tok, (unsigned long long)o->min,
+				 (unsigned long long)o->max);
 			return -1;
 		}
-		char *field = (char *)&cfg->limits + nums[i].off;
-		if (nums[i].size == sizeof(uint32_t)) {
-			uint32_t v32 = (uint32_t)v;
-			memcpy(field, &v32, sizeof(v32));
-		} else {
-			memcpy(field, &v, sizeof(v));
-		}
+		limit_set(&cfg->limits, o, v);
 		return 1;
 	}
 	return 0;
