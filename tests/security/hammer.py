@@ -2,7 +2,7 @@
 # of the daemon at once and hold it until DIR/release exists.  Writes
 # DIR/report (one "name value" per line) and touches DIR/ready once every
 # limit is being held.  Phases (docs/security.md, tests/security/limits-hammer.sh):
-#   ranks  HELLOs announcing many ranks, kept open
+#   ranks  HELLOs announcing many ranks, kept open; then a flood of them
 #   jobs   one-rank jobs until max_jobs_uid refuses
 #   stdin  writers of 1 MiB into a rank that never reads (DIR/sink: its job)
 #   conns  idle connections until max_conns_uid refuses
@@ -43,6 +43,11 @@ for name, ns, base, count in [('ranks_hello', b'r0', 0, 40000),
                               ('third', b'r3', 0, 32768),
                               ('ranks_uid', b'r4', 0, 2)]:
     report['hello_' + name] = limit_of(hello(ns, base, count))
+
+# flood: 160 more HELLOs of 32768 ranks (5.2 M ranks, ~280 MB of rank
+# slots in the daemon if nothing stops them), kept open when accepted
+report['flood_accepted'] = sum(hello(b'f%d' % i, 0, 32768) == 'WELCOME'
+                               for i in range(160))
 
 # jobs: until refused
 n = 0
@@ -117,7 +122,11 @@ while conns < 3000 and not refused_conn:
             refused_conn = 'connect_' + e.strerror.replace(' ', '_')
             break
     time.sleep(0.2)
-    readable = set(select.select(batch, [], [], 0.2)[0]) if batch else set()
+    poller = select.poll()  # (select() stops at fd 1024)
+    for s in batch:
+        poller.register(s, select.POLLIN)
+    ready_fds = {fd for fd, _ in poller.poll(200)} if batch else set()
+    readable = {s for s in batch if s.fileno() in ready_fds}
     for s in batch:
         if s in readable and not refused_conn:
             refused_conn = limit_of(proto.answer(s))

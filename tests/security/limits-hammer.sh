@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 12 item 7: per-user limits.  nobody hits every limit at once and
 # holds it: HELLOs announcing many ranks (max_ranks_hello, max_ranks_job,
-# max_ranks_uid), one-rank jobs until max_jobs_uid, 150 concurrent 2 x 1 MiB
+# max_ranks_uid; then 160 more of 32,768 ranks), one-rank jobs until
+# max_jobs_uid, 150 concurrent 2 x 1 MiB
 # writers into ranks that never read (max_stdin_uid: ENOBUFS), idle
 # connections until max_conns_uid, then keeps knocking.  Meanwhile root's
 # job streams 20 MB that must arrive exact (sha256), five small root jobs
@@ -36,6 +37,7 @@ assert_eq "HELLO over max_ranks_hello" max_ranks_hello "$(rep hello_ranks_hello)
 assert_eq "first big HELLO" WELCOME "$(rep hello_first)"
 assert_eq "HELLO over max_ranks_job" max_ranks_job "$(rep hello_ranks_job)"
 assert_eq "HELLO over max_ranks_uid" max_ranks_uid "$(rep hello_ranks_uid)"
+assert_eq "HELLOs of the flood accepted" 0 "$(rep flood_accepted)"
 assert_eq "jobs made before max_jobs_uid" 1023 "$(rep jobs_made)" # + the sink
 assert_eq "job over max_jobs_uid" max_jobs_uid "$(rep jobs_refused)"
 [ "$(rep stdin_refused)" -ge 40 ] || fail "only $(rep stdin_refused) of 150 stdin writers refused"
