@@ -588,12 +588,16 @@ static void fs_dev_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Remove jobs completed for longer than the linger time. */
-static bool fs_linger_one(struct fs *fs, uint64_t now)
+/* Remove jobs completed for longer than the linger time, in one pass
+ * (removing a job leaves the others, and the next one, in place:
+ * restarting after each removal made N expiring jobs cost N^2). */
+static void fs_linger_sweep(struct fs *fs, uint64_t now)
 {
-	for (router_job_t *job = router_job_first(fs->r); job;
-	     job = router_job_next(job)) {
+	router_job_t *next;
+
+	for (router_job_t *job = router_job_first(fs->r); job; job = next) {
 		struct fs_inode *in;
+		next = router_job_next(job);
 		struct router_stats st;
 
 		/* Complete, not just idle: ranks of a job short of its
@@ -611,16 +615,14 @@ static bool fs_linger_one(struct fs *fs, uint64_t now)
 		in = fs_inode_ensure(&fs->it, FS_K_JOB, job,
 				     ROUTER_RANK_WILDCARD);
 		if (!in)
-			return false;
+			return;
 		if (!in->complete_since_s) {
 			in->complete_since_s = now;
 			continue;
 		}
-		if (now - in->complete_since_s >= linger &&
-		    router_job_remove(fs->r, job) == 0)
-			return true; /* iteration invalidated: start again */
+		if (now - in->complete_since_s >= linger)
+			router_job_remove(fs->r, job);
 	}
-	return false;
 }
 
 static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
@@ -632,8 +634,7 @@ static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
 	if ((fs->linger_s || fs->linger_lost_s) && !fs->shutdown) {
 		uint64_t now = mono_s() + 1; /* never 0 */
 
-		while (fs_linger_one(fs, now))
-			;
+		fs_linger_sweep(fs, now);
 	}
 	fs_itable_gc(&fs->it);
 }
