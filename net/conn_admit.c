@@ -160,9 +160,10 @@ static void limit_hit(net_server_t *s, uint32_t uid, enum limit_id id,
 	if (s->logged_ms[id] && now - s->logged_ms[id] < 1000)
 		return;
 	srv_log(s, LOG_WARNING,
-		"uid %u refused: limit %s=%llu reached (%llu in use); %llu "
+		"uid %u %s: limit %s=%llu reached (%llu in use); %llu "
 		"such refusals in all, %llu since the last report",
-		uid, limit_names[id], (unsigned long long)max,
+		uid, id == LIM_BUF_UID ? "paused" : "refused", limit_names[id],
+		(unsigned long long)max,
 		(unsigned long long)have, (unsigned long long)s->refusals[id],
 		(unsigned long long)s->unlogged[id]);
 	s->unlogged[id] = 0;
