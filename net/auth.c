@@ -209,6 +209,8 @@ static void *worker_main(void *arg)
 		decode_one(w, q);
 		pthread_mutex_lock(&w->lock);
 		q->where = REQ_DONE;
+		if (w->stop) /* the loop may be gone: touch none of its events */
+			break; /* (@q is left behind, like the worker) */
 		TAILQ_INSERT_TAIL(&w->done, q, link);
 		event_active(w->ev_done, EV_READ, 0);
 	}
