@@ -547,12 +547,16 @@ static void fs_dev_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Remove jobs completed for longer than the linger time. */
-static bool fs_linger_one(struct fs *fs, uint64_t now)
+/* Remove jobs completed for longer than the linger time, in one pass
+ * (removing a job leaves the others, and the next one, in place:
+ * restarting after each removal made N expiring jobs cost N^2). */
+static void fs_linger_sweep(struct fs *fs, uint64_t now)
 {
-	for (router_job_t *job = router_job_first(fs->r); job;
-	     job = router_job_next(job)) {
+	router_job_t *next;
+
+	for (router_job_t *job = router_job_first(fs->r); job; job = next) {
 		struct fs_inode *in;
+		next = router_job_next(job);
 		struct router_stats st;
 
 		/* Complete, not just idle: ranks of a job short of its
@@ -560,27 +564,32 @@ static bool fs_linger_one(struct fs *fs, uint64_t now)
 		router_job_stats(job, &st);
 		if (st.state == ROUTER_STATE_RUNNING)
 			continue;
+		/* abandoned (forwarder gone): linger_lost_s if sooner */
+		uint32_t linger = fs->linger_s;
+		if (st.state == ROUTER_STATE_LOST && fs->linger_lost_s &&
+		    (!linger || fs->linger_lost_s < linger))
+			linger = fs->linger_lost_s;
+		if (!linger)
+			continue;
 		in = fs_inode_ensure(&fs->it, FS_K_JOB, job,
 				     ROUTER_RANK_WILDCARD);
 		if (!in)
-			return false;
+			return;
 		if (!in->complete_since_s) {
 			in->complete_since_s = now;
 			continue;
 		}
-		if (now - in->complete_since_s < fs->linger_s)
+		if (now - in->complete_since_s < linger)
 			continue;
 		char name[ROUTER_NSPACE_MAX + 1];
 		snprintf(name, sizeof(name), "%s", router_job_nspace(job));
-		if (router_job_remove(fs->r, job) == 0) {
+		if (router_job_remove(fs->r, job) == 0)
 			iofs_logf(fs->log, LOG_INFO, "fs",
-				  "job '%s' removed: complete for %u s "
-				  "(-o linger)",
-				  name, fs->linger_s);
-			return true; /* iteration invalidated: start again */
-		}
+				  "job '%s' removed: %s for %u s (-o %s)", name,
+				  router_state_name(st.state), linger,
+				  linger == fs->linger_s ? "linger"
+							 : "linger_lost");
 	}
-	return false;
 }
 
 static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
@@ -589,11 +598,10 @@ static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (fs->linger_s && !fs->shutdown) {
+	if ((fs->linger_s || fs->linger_lost_s) && !fs->shutdown) {
 		uint64_t now = mono_s() + 1; /* never 0 */
 
-		while (fs_linger_one(fs, now))
-			;
+		fs_linger_sweep(fs, now);
 	}
 	fs_itable_gc(&fs->it);
 }
@@ -617,6 +625,8 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	fs->r = r;
 	fs->debug = cfg->debug;
 	fs->linger_s = cfg->linger_s;
+	fs->linger_lost_s = cfg->linger_lost_s;
+	fs->stdin_uid_max = cfg->stdin_uid_max;
 	fs->max_read = cfg->max_read;
 	fs->log = cfg->log;
 	fs->on_exit = cfg->on_exit;
@@ -743,6 +753,7 @@ void fs_free(fs_t *fs)
 	free(fs->buf.mem);
 	fs_itable_release(&fs->it);
 	fs_rq_release(&fs->rq);
+	uidmap_release(&fs->stdin_uids);
 	if (fs->sweep_ev)
 		event_free(fs->sweep_ev);
 	free(fs->mountpoint);

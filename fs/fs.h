@@ -32,6 +32,11 @@ struct fs_config {
 	const char *fuse_opts;
 	bool debug;	   /* libfuse debug: log every request to stderr */
 	uint32_t linger_s; /* remove completed jobs after this; 0 = never */
+	/* ... jobs whose forwarder vanished (state lost), if sooner;
+	 * 0 = like linger_s */
+	uint32_t linger_lost_s;
+	/* stdin bytes held for blocked writers per uid (0 = unlimited) */
+	uint64_t stdin_uid_max;
 	uint32_t max_read; /* the "-o max_read=" value if given, else 0 */
 	/* Called once, on the loop thread, when the session ends by itself
 	 * (fusermount3 -u, umount, fatal device error).  May be NULL. */

@@ -14,6 +14,7 @@
 
 #include "fs/fs.h"
 #include "fs/req.h"
+#include "router/strmap.h"
 
 struct event;
 
@@ -107,7 +108,14 @@ struct fs {
 	bool exit_reported;
 	bool debug;
 	uint32_t linger_s;
+	uint32_t linger_lost_s;
 	uint32_t max_read;
+	/* stdin bytes held for parked writes, per writer uid (uid 0 exempt):
+	 * above stdin_uid_max a write fails with ENOBUFS. */
+	uint64_t stdin_uid_max;
+	struct strmap stdin_uids;
+	uint64_t stdin_refusals, stdin_unlogged;
+	uint64_t stdin_logged_s;
 	uid_t uid; /* the daemon's, for the root directory */
 	gid_t gid;
 	struct timespec start;

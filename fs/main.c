@@ -50,8 +50,11 @@ struct options {
 	char mountpoint_abs[PATH_MAX];
 	char output_dir_abs[PATH_MAX];
 	uint32_t linger_s;
+	uint32_t linger_lost_s;
+	uint64_t stdin_uid_max;
 	uint32_t max_read;
 	size_t window;
+	struct net_server_config net; /* auth, munge_socket, max_* */
 	char fuse_opts[2048]; /* -o options we pass on to libfuse */
 };
 
@@ -88,6 +91,11 @@ static void usage(FILE *f)
 	    "  -o loglevel=LEVEL  err, warning, notice, info (default), "
 	    "debug\n"
 	    "  -o debug           the same as -o loglevel=debug\n"
+	    "  -o auth=munge|none TCP forwarders prove their uid with MUNGE\n"
+	    "                     (default) or are trusted (none)\n"
+	    "  -o munge_socket=PATH  munged's socket (default $MUNGE_SOCKET)\n"
+	    "  -o linger_lost=SECONDS  remove abandoned jobs (default 3600)\n"
+	    "  -o max_...=N       per-user limits, see iofs(8)\n"
 	    "  -o OPT             any other option goes to FUSE (mount(8))\n"
 	    "  --listen ADDR      unix:/path or tcp:HOST:PORT (repeatable);\n"
 	    "                     default $IOFS_ADDR, else\n"
@@ -118,6 +126,22 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return true;
 }
 
+/* -o NAME=N with N in [min, max]: 1 (*v set), 0 (another option), or -1
+ * after telling what to give. */
+static int num_opt(const char *tok, const char *name, uint64_t min,
+		   uint64_t max, const char *hint, uint64_t *v)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(tok, name, n) != 0)
+		return 0;
+	if (!parse_u64(tok + n, max, v) || *v < min) {
+		fprintf(stderr, "iofs: bad -o %s: %s\n", tok, hint);
+		return -1;
+	}
+	return 1;
+}
+
 /* Split one -o argument: ours are consumed, the rest appended for FUSE. */
 static int parse_o(struct options *o, char *arg)
 {
@@ -126,36 +150,29 @@ static int parse_o(struct options *o, char *arg)
 	for (char *tok = strtok_r(arg, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		uint64_t v;
+		char err[256];
+		int rc;
 		size_t used = strlen(o->fuse_opts);
 
-		if (!strncmp(tok, "linger=", 7)) {
-			if (!parse_u64(tok + 7, UINT32_MAX, &v)) {
-				fprintf(stderr,
-					"iofs: bad -o %s: give a number of "
-					"seconds, e.g. -o linger=600\n",
-					tok);
+		if ((rc = num_opt(tok, "linger=", 0, UINT32_MAX,
+				  "give a number of seconds, e.g. -o linger=600",
+				  &v))) {
+			if (rc < 0)
 				return -1;
-			}
 			o->linger_s = (uint32_t)v;
-		} else if (!strncmp(tok, "window=", 7)) {
-			if (!parse_u64(tok + 7, SIZE_MAX / 4, &v) || v < 4096) {
-				fprintf(
-				    stderr,
-				    "iofs: bad -o %s: give a byte count of "
-				    "at least 4096, e.g. -o window=1048576\n",
-				    tok);
+		} else if ((rc = num_opt(tok, "window=", 4096, SIZE_MAX / 4,
+					 "give a byte count of at least 4096, "
+					 "e.g. -o window=1048576",
+					 &v))) {
+			if (rc < 0)
 				return -1;
-			}
 			o->window = (size_t)v;
-		} else if (!strncmp(tok, "max_read=", 9)) {
-			/* libfuse 3.14 also needs conn->max_read in init */
-			if (!parse_u64(tok + 9, UINT32_MAX, &v) || v < 4096) {
-				fprintf(stderr,
-					"iofs: bad -o %s: give a byte count of "
-					"at least 4096\n",
-					tok);
+		} else if ((rc = num_opt(tok, "max_read=", 4096, UINT32_MAX,
+					 "give a byte count of at least 4096",
+					 &v))) {
+			if (rc < 0)
 				return -1;
-			}
+			/* libfuse 3.14 also needs conn->max_read in init */
 			o->max_read = (uint32_t)v;
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
@@ -171,6 +188,26 @@ static int parse_o(struct options *o, char *arg)
 					"iofs: bad -o %s: give err, warning, "
 					"notice, info or debug\n",
 					tok);
+				return -1;
+			}
+		} else if ((rc = num_opt(tok, "linger_lost=", 0, UINT32_MAX,
+					 "give a number of seconds (0 = like "
+					 "linger)",
+					 &v))) {
+			if (rc < 0)
+				return -1;
+			o->linger_lost_s = (uint32_t)v;
+		} else if ((rc = num_opt(tok, "max_stdin_uid=", 0,
+					 UINT64_MAX / 4,
+					 "give a byte count (0 = unlimited)",
+					 &v))) {
+			if (rc < 0)
+				return -1;
+			o->stdin_uid_max = v;
+		} else if ((rc = net_config_option(&o->net, tok, err,
+						   sizeof(err))) != 0) {
+			if (rc < 0) {
+				fprintf(stderr, "iofs: %s\n", err);
 				return -1;
 			}
 		} else if (used + strlen(tok) + 2 < sizeof(o->fuse_opts)) {
@@ -345,10 +382,10 @@ static int start_pmix(struct daemon *d, char *err, size_t errlen)
 static int start_listeners(struct daemon *d, char *err, size_t errlen)
 {
 	struct options *o = d->opt;
-	struct net_server_config nc = {
-	    .allow_remote_tcp = o->allow_remote_tcp,
-	    .log = d->log,
-	};
+	struct net_server_config nc = o->net;
+
+	nc.allow_remote_tcp = o->allow_remote_tcp;
+	nc.log = d->log;
 	int rc;
 
 	rc = net_server_new(d->base, d->r, &nc, &d->net);
@@ -536,7 +573,9 @@ static int check_paths(const struct options *o)
 
 int main(int argc, char **argv)
 {
-	struct options o = {.log_level = -1};
+	struct options o = {.log_level = -1,
+			    .linger_lost_s = 3600,
+			    .stdin_uid_max = 64u << 20};
 	struct daemon d = {.opt = &o};
 	struct router_config rc_cfg = {0};
 	char err[1024] = "";
@@ -607,6 +646,8 @@ int main(int argc, char **argv)
 		    .fuse_opts = o.fuse_opts,
 		    .debug = o.debug,
 		    .linger_s = o.linger_s,
+		    .linger_lost_s = o.linger_lost_s,
+		    .stdin_uid_max = o.stdin_uid_max,
 		    .max_read = o.max_read,
 		    .on_exit = on_fs_exit,
 		    .on_exit_ctx = &d,

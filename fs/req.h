@@ -59,6 +59,8 @@ struct fs_parked {
 	router_push_t *push; /* valid until the push callback */
 	void *bytes;	     /* owned copy of the write */
 	size_t len;
+	uint32_t uid; /* the writer, charged @len in fs->stdin_uids */
+	bool uid_charged;
 };
 TAILQ_HEAD(fs_parked_list, fs_parked);
 

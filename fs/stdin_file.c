@@ -14,13 +14,46 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void parked_free(struct fs_parked *p)
 {
+	struct fs_stdin *w = p->owner;
+
+	if (p->uid_charged)
+		uidmap_add(&w->fs->stdin_uids, p->uid, 0, -(int64_t)p->len);
 	free(p->bytes);
 	free(p);
+}
+
+/* max_stdin_uid: may @uid park @size more bytes?  Refusals are counted and
+ * logged (at most once a second, with the number not logged). */
+static bool stdin_uid_allows(struct fs *fs, uint32_t uid, size_t size)
+{
+	uint64_t held = uidmap_value(&fs->stdin_uids, uid, 0);
+	struct timespec now;
+
+	if (uid == 0 || !fs->stdin_uid_max || held + size <= fs->stdin_uid_max)
+		return true;
+	fs->stdin_refusals++;
+	fs->stdin_unlogged++;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if ((uint64_t)now.tv_sec != fs->stdin_logged_s) {
+		fprintf(stderr,
+			"iofs: fs: uid %u refused: limit max_stdin_uid=%llu "
+			"reached (%llu bytes held for blocked writers); %llu "
+			"such refusals in all, %llu since the last report\n",
+			uid, (unsigned long long)fs->stdin_uid_max,
+			(unsigned long long)held,
+			(unsigned long long)fs->stdin_refusals,
+			(unsigned long long)fs->stdin_unlogged);
+		fs->stdin_unlogged = 0;
+		fs->stdin_logged_s = (uint64_t)now.tv_sec;
+	}
+	return false;
 }
 
 static void stdin_notify_poll(struct fs_stdin *w)
@@ -138,6 +171,11 @@ void fs_stdin_write(struct fs_stdin *w, fuse_req_t req, const char *buf,
 		fuse_reply_write(req, 0);
 		return;
 	}
+	uint32_t uid = (uint32_t)fuse_req_ctx(req)->uid;
+	if (!stdin_uid_allows(w->fs, uid, size)) {
+		fuse_reply_err(req, ENOBUFS);
+		return;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p || !(p->bytes = malloc(size))) {
 		free(p);
@@ -149,6 +187,9 @@ void fs_stdin_write(struct fs_stdin *w, fuse_req_t req, const char *buf,
 	p->req = req;
 	p->type = FS_P_WRITE;
 	p->owner = w;
+	p->uid = uid;
+	p->uid_charged =
+	    uidmap_add(&w->fs->stdin_uids, uid, 0, (int64_t)size) == 0;
 	rc = router_push(w->job, w->rank, p->bytes, size, 0, stdin_pushed, p,
 			 &p->push);
 	if (rc != ROUTER_SUCCESS) {

@@ -90,6 +90,11 @@ static void send_frame(struct conn *c, const struct proto_frame *f)
 	}
 }
 
+void conn_send(struct conn *c, const struct proto_frame *f)
+{
+	send_frame(c, f);
+}
+
 static void send_ack(struct conn *c)
 {
 	struct proto_frame f = {.type = PROTO_ACK,
@@ -108,7 +113,8 @@ void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	srv_log(c->srv, LOG_WARNING, "conn %llu (%s%s%s): closing: %s",
+	srv_log(c->srv, c->quiet_fail ? LOG_DEBUG : LOG_WARNING,
+		"conn %llu (%s%s%s): closing: %s",
 		(unsigned long long)c->id, c->peer, c->nspace[0] ? " job " : "",
 		c->nspace, msg);
 	struct proto_frame f = {.type = PROTO_ERROR,
@@ -209,27 +215,6 @@ static struct crank *running_rank(struct conn *c, const struct proto_frame *f)
 	return NULL;
 }
 
-/* First rank of the HELLO range that is running in the router or claimed
- * by another connection, or -1.  O(range * log ranks) in the router (hashed
- * job, binary-searched ranks) and O(overlap) over the job's connections. */
-static int64_t hello_range_busy(struct conn *c, uint32_t base, uint32_t count)
-{
-	router_job_t *job = router_job_lookup(c->srv->router, c->nspace);
-
-	if (job && router_job_rank_count(job) > 0) {
-		for (uint32_t i = 0; i < count; i++) {
-			router_rank_t *rr = router_job_rank(job, base + i);
-			struct router_stats st;
-			if (!rr)
-				continue;
-			router_rank_stats(rr, &st);
-			if (st.state == ROUTER_STATE_RUNNING)
-				return base + i;
-		}
-	}
-	return conn_index_claimed(c, base, count);
-}
-
 static int on_hello(void *ctx, const struct proto_frame *f)
 {
 	struct conn *c = ctx;
@@ -243,41 +228,15 @@ static int on_hello(void *ctx, const struct proto_frame *f)
 	c->dirs.set =
 	    h->dirs_set & ROUTER_DIR_KNOWN_MASK & ~ROUTER_DIR_COMPLETE;
 	c->dirs.value = h->dirs_value & c->dirs.set;
-	if (!c->cred_ok) { /* TCP: unauthenticated hints */
+	c->version = h->version;
+	c->pid = h->pid;
+	if (!c->cred_ok) { /* TCP: unauthenticated hints (auth=none) */
 		c->uid = h->uid;
 		c->gid = h->gid;
 	}
-	int64_t busy = hello_range_busy(c, h->rank_base, h->rank_count);
-	if (busy >= 0) {
-		conn_fail(c, PROTO_REFUSED_EXISTS,
-			  "rank %lld of job '%s' is already running (another "
-			  "iofs-run with the same --nspace/--rank?)",
-			  (long long)busy, c->nspace);
-		return -1;
-	}
-	c->ranks = calloc(h->rank_count, sizeof(*c->ranks));
-	if (!c->ranks || conn_index_add(c) < 0) {
-		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-		return -1;
-	}
-	c->rank_base = h->rank_base;
-	c->rank_count = h->rank_count;
-	for (uint32_t i = 0; i < c->rank_count; i++) {
-		c->ranks[i].c = c;
-		c->ranks[i].rank = c->rank_base + i;
-	}
-	srv_log(c->srv, LOG_INFO,
-		"conn %llu (%s): job '%s' ranks %u..%u of %u from %.*s pid %u "
-		"uid %u",
-		(unsigned long long)c->id, c->peer, c->nspace, c->rank_base,
-		c->rank_base + c->rank_count - 1, c->job_size, (int)h->host_len,
-		h->host, h->pid, c->uid);
-	event_del(c->hello_timer); /* greeted: no deadline any more */
-	struct proto_frame w = {.type = PROTO_WELCOME,
-				.version = PROTO_VERSION,
-				.max_payload = PROTO_PAYLOAD_MAX};
-	send_frame(c, &w);
-	return 0;
+	/* MUNGE (TCP), limits, the range check, WELCOME: conn_admit.c */
+	return conn_admit(c, h->rank_base, h->rank_count, h->cred,
+			  h->cred_len);
 }
 
 static int on_rank_start(void *ctx, const struct proto_frame *f)
@@ -659,62 +618,9 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	s->conns = c;
 	srv_log(s, LOG_DEBUG, "conn %llu: accepted %s",
 		(unsigned long long)c->id, c->peer);
+	if (c->cred_ok)
+		conn_admit_owner(c); /* max_conns_uid: ERROR and close */
 	return c;
-}
-
-int conn_index_add(struct conn *c)
-{
-	net_server_t *s = c->srv;
-	struct conn *head = strmap_get(&s->conns_by_ns, c->nspace);
-
-	if (strmap_put(&s->conns_by_ns, c->nspace, c) < 0)
-		return -ENOMEM;
-	c->ns_next = head;
-	c->ns_prev = NULL;
-	if (head)
-		head->ns_prev = c;
-	c->indexed = true;
-	return 0;
-}
-
-static void conn_index_del(struct conn *c)
-{
-	net_server_t *s = c->srv;
-
-	if (!c->indexed)
-		return;
-	c->indexed = false;
-	if (c->ns_next)
-		c->ns_next->ns_prev = c->ns_prev;
-	if (c->ns_prev) {
-		c->ns_prev->ns_next = c->ns_next;
-	} else if (c->ns_next) {
-		/* the new head's own nspace becomes the key: cannot fail, the
-		 * key is present */
-		strmap_put(&s->conns_by_ns, c->ns_next->nspace, c->ns_next);
-	} else {
-		strmap_del(&s->conns_by_ns, c->nspace);
-	}
-	c->ns_next = c->ns_prev = NULL;
-}
-
-int64_t conn_index_claimed(const struct conn *c, uint32_t base, uint32_t count)
-{
-	const struct conn *o = strmap_get(&c->srv->conns_by_ns, c->nspace);
-	uint64_t end = (uint64_t)base + count;
-
-	for (; o; o = o->ns_next) {
-		if (o == c || o->dead || !o->ranks)
-			continue;
-		uint64_t lo = base > o->rank_base ? base : o->rank_base;
-		uint64_t hi = (uint64_t)o->rank_base + o->rank_count;
-		if (hi > end)
-			hi = end;
-		for (uint64_t r = lo; r < hi; r++)
-			if (o->ranks[r - o->rank_base].state != CRANK_DONE)
-				return (int64_t)r;
-	}
-	return -1;
 }
 
 void conn_destroy(struct conn *c)
@@ -744,7 +650,7 @@ void conn_destroy(struct conn *c)
 		    s, LOG_DEBUG, "conn %llu: XOFF sent %llu, XON sent %llu",
 		    (unsigned long long)c->id, (unsigned long long)c->xoff_sent,
 		    (unsigned long long)c->xon_sent);
-	conn_index_del(c);
+	conn_admit_release(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else

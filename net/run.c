@@ -31,15 +31,16 @@ void run_log(struct run *r, int level, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: iofs-run [--connect ADDR] [--nspace NAME] "
-		   "[--rank N | -n COUNT] [--size N]\n"
-		   "                [--tag-output] [--rank-output] "
-		   "[--timestamp-output] [--xml] [--raw]\n"
-		   "                [--strict] [-v|--verbose]... -- COMMAND "
-		   "[ARG...]\n"
-		   "Runs COMMAND as rank(s) of job NAME and forwards its stdio "
-		   "to the iofs daemon.\n"
-		   "See iofs-run(1).\n");
+	fprintf(f,
+		"usage: iofs-run [--connect ADDR] [--nspace NAME] "
+		"[--rank N | -n COUNT] [--size N]\n"
+		"                [--tag-output] [--rank-output] "
+		"[--timestamp-output] [--xml] [--raw]\n"
+		"                [--strict] [-v|--verbose]... [--munge-socket PATH]\n"
+		"                -- COMMAND [ARG...]\n"
+		"Runs COMMAND as rank(s) of job NAME and forwards its stdio "
+		"to the iofs daemon.\n"
+		"See iofs-run(1).\n");
 }
 
 static const char *real_getenv(const char *name, void *arg)
@@ -82,6 +83,7 @@ enum {
 	OPT_RAW,
 	OPT_STRICT,
 	OPT_VERSION,
+	OPT_MUNGE_SOCKET,
 };
 
 static int parse_args(struct run *r, int argc, char **argv)
@@ -98,6 +100,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 	    {"xml", no_argument, NULL, OPT_XML},
 	    {"raw", no_argument, NULL, OPT_RAW},
 	    {"strict", no_argument, NULL, OPT_STRICT},
+	    {"munge-socket", required_argument, NULL, OPT_MUNGE_SOCKET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
@@ -170,6 +173,9 @@ static int parse_args(struct run *r, int argc, char **argv)
 			break;
 		case OPT_STRICT:
 			r->strict = true;
+			break;
+		case OPT_MUNGE_SOCKET:
+			r->munge_socket = optarg;
 			break;
 		case 'v':
 			r->verbose++;

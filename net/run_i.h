@@ -81,6 +81,7 @@ struct run {
 	struct event_base *base;
 	/* options */
 	const char *addr;
+	const char *munge_socket; /* --munge-socket, else $MUNGE_SOCKET */
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t rank_base, count, size;
 	router_directives_t dirs;

@@ -22,6 +22,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "net/auth.h"
 #include "net/framer.h"
 #include "net/net_i.h"
 #include "net/run_i.h"
@@ -188,9 +189,19 @@ int link_open(struct run *r)
 	if (fd < 0)
 		goto fallback;
 	gethostname(host, sizeof(host) - 1);
+	/* TCP: prove who we are with MUNGE (protocol 3); a Unix socket's
+	 * SO_PEERCRED does that already (protocol 2, any daemon). */
+	bool tcp = strncmp(r->addr, "tcp:", 4) == 0;
+	char *cred = NULL, mwhy[256] = "";
+	if (tcp && auth_encode(auth_socket(r->munge_socket), r->nspace,
+			       r->rank_base, r->count, &cred, mwhy,
+			       sizeof(mwhy)) < 0)
+		cred = NULL; /* a daemon with -o auth=none does without */
 	struct proto_frame f = {
 	    .type = PROTO_HELLO,
-	    .hello = {.version = PROTO_VERSION,
+	    .hello = {.version = tcp ? PROTO_VERSION : 2,
+		      .cred = cred,
+		      .cred_len = cred ? strlen(cred) : 0,
 		      .rank_base = r->rank_base,
 		      .rank_count = r->count,
 		      .job_size = r->size,
@@ -205,6 +216,7 @@ int link_open(struct run *r)
 		      .host_len = strlen(host)},
 	};
 	ssize_t n = proto_encode(&f, buf, sizeof(buf));
+	free(cred);
 	int rc = n < 0 ? (int)n : write_all(fd, buf, (size_t)n, dl);
 	if (rc < 0) {
 		snprintf(why, sizeof(why), "sending HELLO to %s: %s", r->addr,
@@ -216,8 +228,10 @@ int link_open(struct run *r)
 	if (rc < 0)
 		goto fallback_close;
 	if (reply.type == PROTO_ERROR) {
-		snprintf(why, sizeof(why), "%s refused the job: %.*s", r->addr,
-			 (int)reply.msg_len, reply.msg);
+		snprintf(why, sizeof(why), "%s refused the job: %.*s%s%s%s",
+			 r->addr, (int)reply.msg_len, reply.msg,
+			 mwhy[0] ? " (no credential sent: " : "", mwhy,
+			 mwhy[0] ? ")" : "");
 		goto fallback_close;
 	}
 	r->link_fd = fd;
