@@ -48,6 +48,33 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	}
 }
 
+/*
+ * Before anything is sent on a Unix socket: is the daemon at its other end
+ * root or ourselves?  Anyone can put a socket at a path in /tmp; a fake
+ * daemon would read our output and feed our stdin.  0 or -EPERM with the
+ * reason in @why.
+ */
+static int peer_trusted(struct run *r, int fd, char *why, size_t whylen)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0) {
+		snprintf(why, whylen,
+			 "refusing %s: cannot learn who listens there (%s)",
+			 r->addr, strerror(errno));
+		return -EPERM;
+	}
+	if (uc.uid == 0 || uc.uid == getuid())
+		return 0;
+	snprintf(why, whylen,
+		 "refusing %s: the process listening there (pid %d) runs as "
+		 "uid %u, neither root nor you (uid %u): not an iofs daemon "
+		 "you can trust, nothing sent",
+		 r->addr, (int)uc.pid, (unsigned)uc.uid, (unsigned)getuid());
+	return -EPERM;
+}
+
 static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 {
 	struct net_addr a;
@@ -79,6 +106,10 @@ static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 			errno = soerr;
 			goto fail_close;
 		}
+	}
+	if (a.family == AF_UNIX && (rc = peer_trusted(r, fd, why, whylen)) < 0) {
+		close(fd);
+		return rc;
 	}
 	net_tcp_tune(fd);
 	return fd;
