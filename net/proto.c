@@ -253,9 +253,11 @@ static int decode_hello(const uint8_t *b, uint32_t blen, struct proto_frame *f,
 		return fail(PROTO_ERR_NSPACE, err, errlen,
 			    "HELLO: invalid namespace (%zu bytes)",
 			    h->nspace_len);
-	if (memchr(h->host, '\0', h->host_len))
+	if (!router_text_valid(h->host, h->host_len))
 		return fail(PROTO_ERR_FIELD, err, errlen,
-			    "HELLO: NUL in host name");
+			    "HELLO: control character in the host name (%zu "
+			    "bytes): refused",
+			    h->host_len);
 	if (h->rank_count == 0 || h->rank_count > PROTO_RANKS_MAX)
 		return fail(PROTO_ERR_FIELD, err, errlen,
 			    "HELLO: rank count %u not in 1..%u", h->rank_count,

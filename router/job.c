@@ -408,7 +408,9 @@ int router_rank_register(router_t *r, const router_proc_t *proc,
 		return ROUTER_ERR_INIT;
 	if (!proc || !out || proc->rank > ROUTER_RANK_MAX ||
 	    !router_nspace_valid(proc->nspace,
-				 strnlen(proc->nspace, ROUTER_NSPACE_MAX + 1)))
+				 strnlen(proc->nspace, ROUTER_NSPACE_MAX + 1)) ||
+	    (info && info->host &&
+	     !router_text_valid(info->host, strlen(info->host))))
 		return ROUTER_ERR_BAD_PARAM;
 	if (r->shut)
 		return ROUTER_ERR_NOT_AVAILABLE;

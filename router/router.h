@@ -89,6 +89,10 @@ typedef struct router_proc {
 	uint32_t rank; /* or ROUTER_RANK_WILDCARD where allowed */
 } router_proc_t;
 
+/* Every wire string that reaches info files, the log or the file tree
+ * (names, host names): no control byte (< 0x20, 0x7f; so no NUL). */
+bool router_text_valid(const char *s, size_t len);
+
 /* 1-255 bytes, no '/', no control byte (< 0x20, 0x7f; so no NUL), not
  * "." or "..". */
 bool router_nspace_valid(const char *nspace, size_t len);
@@ -224,7 +228,7 @@ struct router_source_ops {
 
 struct router_rank_info {
 	int64_t pid;           /* -1 if unknown */
-	const char *host;      /* copied; NULL = "" */
+	const char *host;      /* copied; NULL = ""; router_text_valid() */
 	uint32_t uid, gid;     /* the job's owner (first rank sets it) */
 	uint32_t job_size;     /* expected ranks, 0 = unknown */
 	router_directives_t dirs; /* job-level defaults for the merged view */
