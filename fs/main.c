@@ -28,9 +28,7 @@
 #include "fs/output_dir.h"
 #include "iofs_config.h"
 #include "router/router.h"
-#if IOFS_FS_WITH_NET
 #include "net/server.h"
-#endif
 #if IOFS_FS_WITH_PMIX
 #include "net/pmix/pmix_source.h"
 #endif
@@ -62,9 +60,7 @@ struct daemon {
 	router_t *r;
 	fs_t *fs;
 	output_dir_t *od;
-#if IOFS_FS_WITH_NET
 	net_server_t *net;
-#endif
 #if IOFS_FS_WITH_PMIX
 	pmix_source_t *pmix;
 #endif
@@ -273,9 +269,7 @@ static void daemon_stop(struct daemon *d, bool session_gone)
 
 	if (!d->stopping) {
 		d->stopping = true;
-#if IOFS_FS_WITH_NET
 		net_server_stop_listening(d->net);
-#endif
 		fs_shutdown(
 		    d->fs); /* parked reads EOF, writes what was taken */
 		router_shutdown(d->r); /* streams complete, XOFFs released */
@@ -344,38 +338,24 @@ static int start_pmix(struct daemon *d, char *err, size_t errlen)
 static int start_listeners(struct daemon *d, char *err, size_t errlen)
 {
 	struct options *o = d->opt;
+	struct net_server_config nc = {
+	    .allow_remote_tcp = o->allow_remote_tcp,
+	    .debug = o->debug,
+	};
 	int rc;
 
-#if IOFS_FS_WITH_NET
-	{
-		struct net_server_config nc = {
-		    .allow_remote_tcp = o->allow_remote_tcp,
-		    .debug = o->debug,
-		};
-
-		rc = net_server_new(d->base, d->r, &nc, &d->net);
-		if (rc < 0) {
-			snprintf(err, errlen, "cannot start listeners: %s",
-				 strerror(-rc));
+	rc = net_server_new(d->base, d->r, &nc, &d->net);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot start listeners: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	for (size_t i = 0; i < (o->nlisten ? o->nlisten : 1); i++) {
+		rc = net_server_listen(d->net, o->nlisten ? o->listen[i] : NULL,
+				       err, errlen);
+		if (rc < 0)
 			return rc;
-		}
-		for (size_t i = 0; i < (o->nlisten ? o->nlisten : 1); i++) {
-			rc = net_server_listen(d->net,
-					       o->nlisten ? o->listen[i] : NULL,
-					       err, errlen);
-			if (rc < 0)
-				return rc;
-		}
 	}
-#else
-	if (o->nlisten) {
-		snprintf(err, errlen,
-			 "--listen: this iofs was built without the network "
-			 "layer (net/)");
-		return -ENOTSUP;
-	}
-#endif
-	(void)rc;
 	return 0;
 }
 
@@ -399,10 +379,8 @@ static void release_daemon(struct daemon *d)
 	pmix_source_free(d->pmix);
 	d->pmix = NULL;
 #endif
-#if IOFS_FS_WITH_NET
 	net_server_free(d->net);
 	d->net = NULL;
-#endif
 	output_dir_free(d->od);
 	d->od = NULL;
 	fs_free(d->fs);
@@ -599,9 +577,9 @@ int main(int argc, char **argv)
 	rc_cfg.log = daemon_log;
 	rc_cfg.log_ctx = &d;
 	rc = router_new(d.base, &rc_cfg, &d.r);
-	if (rc < 0) {
+	if (rc != 0) {
 		snprintf(err, sizeof(err), "cannot create the router: %s",
-			 strerror(-rc));
+			 router_strerror(rc));
 		goto out_fail;
 	}
 	{

@@ -22,8 +22,6 @@ static int push_errno(int rc)
 	case ROUTER_ERR_NOT_AVAILABLE:
 	case ROUTER_ERR_CANCELED:
 		return EPIPE;
-	case ROUTER_ERR_NOMEM:
-		return ENOMEM;
 	default:
 		return rc < 0 ? -rc : EIO;
 	}

@@ -198,3 +198,16 @@ void net_tcp_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
 		   sizeof(user_timeout_ms));
 }
+
+void net_drop_reason(int err, char *buf, size_t len)
+{
+	if (err == 0)
+		snprintf(buf, len, "connection closed by the peer");
+	else if (err == ETIMEDOUT)
+		snprintf(buf, len,
+			 "connection timed out (TCP keepalive probes "
+			 "unanswered, or sent data unacknowledged for the "
+			 "TCP user timeout: the peer or the link is gone)");
+	else
+		snprintf(buf, len, "connection error: %s", strerror(err));
+}

@@ -46,49 +46,30 @@ static void usage(FILE *f)
 		"See iofs-run(1).\n");
 }
 
-static int parse_u32(const char *s, uint32_t *out)
+static const char *real_getenv(const char *name, void *arg)
 {
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (!*s || *end || errno || v > ROUTER_RANK_MAX || s[0] == '-')
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
+	return getenv(name);
 }
 
-static const char *env_first(const char *const names[])
-{
-	for (int i = 0; names[i]; i++) {
-		const char *v = getenv(names[i]);
-		if (v && *v)
-			return v;
-	}
-	return NULL;
-}
-
-/* Rank, size and job name from a launcher's environment. */
+/* Rank, size and job name from a launcher's environment (run_env.c). */
 static void from_launcher(struct run *r, bool have_rank, bool have_size,
 			  bool have_nspace)
 {
-	static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK",
-					    "SLURM_PROCID",	    "PMI_RANK",
-					    "FLUX_TASK_RANK",	    NULL};
-	static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE",
-					    "SLURM_NTASKS", "PMI_SIZE",
-					    "FLUX_JOB_SIZE", NULL};
-	static const char *const names[] = {"PMIX_NAMESPACE", "SLURM_JOB_ID",
-					    "FLUX_JOB_ID", NULL};
-	const char *v;
-	uint32_t n;
+	const struct run_env e = {.get = real_getenv};
+	struct run_launch l;
 
-	if (!have_rank && (v = env_first(ranks)) && parse_u32(v, &n) == 0)
-		r->rank_base = n;
-	if (!have_size && (v = env_first(sizes)) && parse_u32(v, &n) == 0)
-		r->size = n;
-	if (!have_nspace && (v = env_first(names)) &&
-	    router_nspace_valid(v, strlen(v)))
-		snprintf(r->nspace, sizeof(r->nspace), "%s", v);
+	run_env_launch(&e, &l);
+	if (!l.launcher)
+		return;
+	run_log(r, "launcher %s: rank %s%u, size %s%u, job name '%s'",
+		l.launcher, l.have_rank ? "" : "unset ", l.rank,
+		l.have_size ? "" : "unset ", l.size, l.nspace);
+	if (!have_rank && l.have_rank)
+		r->rank_base = l.rank;
+	if (!have_size && l.have_size)
+		r->size = l.size;
+	if (!have_nspace && l.nspace[0])
+		memcpy(r->nspace, l.nspace, sizeof(r->nspace));
 }
 
 static void dir_on(struct run *r, uint32_t bit)
@@ -150,7 +131,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 			have_nspace = true;
 			break;
 		case 'r':
-			if (parse_u32(optarg, &r->rank_base)) {
+			if (run_parse_u32(optarg, &r->rank_base)) {
 				fprintf(stderr,
 					"iofs-run: invalid --rank '%s'\n",
 					optarg);
@@ -159,7 +140,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 			have_rank = true;
 			break;
 		case 'n':
-			if (parse_u32(optarg, &r->count) || r->count == 0 ||
+			if (run_parse_u32(optarg, &r->count) || r->count == 0 ||
 			    r->count > PROTO_RANKS_MAX) {
 				fprintf(stderr,
 					"iofs-run: invalid -n '%s' (1..%u)\n",
@@ -168,7 +149,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 			}
 			break;
 		case 's':
-			if (parse_u32(optarg, &r->size)) {
+			if (run_parse_u32(optarg, &r->size)) {
 				fprintf(stderr,
 					"iofs-run: invalid --size '%s'\n",
 					optarg);

@@ -2,7 +2,8 @@
 /*
  * iofs-run internals: run.c (options, environment, main loop, exit),
  * run_child.c (children, pipes, stdin queues), run_link.c (the connection
- * to the daemon: HELLO, frames, ACK accounting, fallback).
+ * to the daemon: HELLO, frames, ACK accounting, fallback), run_env.c (rank,
+ * size and job name from the launcher's environment).
  */
 #ifndef IOFS_NET_RUN_I_H
 #define IOFS_NET_RUN_I_H
@@ -147,5 +148,20 @@ void local_write(uint32_t channel, const uint8_t *buf, size_t len);
 
 /* run.c */
 void run_check_finish(struct run *r);
+
+/* run_env.c: what the launcher that started us says (innermost wins). */
+struct run_env {
+	const char *(*get)(const char *name, void *arg); /* getenv-like */
+	void *arg;
+};
+struct run_launch {
+	const char *launcher; /* "slurm", "flux", "openmpi", "pmix", "pmi" */
+	bool have_rank, have_size;
+	uint32_t rank, size;
+	char nspace[ROUTER_NSPACE_MAX + 1]; /* "" if the launcher names none */
+};
+void run_env_launch(const struct run_env *e, struct run_launch *l);
+/* Decimal 0..ROUTER_RANK_MAX, nothing else: 0, else -1. */
+int run_parse_u32(const char *s, uint32_t *out);
 
 #endif /* IOFS_NET_RUN_I_H */

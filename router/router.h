@@ -21,7 +21,7 @@
  * Ownership rules are stated on each call.  Handles (router_job_t,
  * router_rank_t, router_reader_t, ...) are opaque.
  *
- * ORTE iof verbs (seed 003) map onto this API as follows:
+ * ORTE iof verbs (ORTE's iof.h) map onto this API as follows:
  *   publish / unpublish   router_rank_register() / router_rank_exit()
  *   pull                  router_reader_open()
  *   push                  router_push()
@@ -63,7 +63,6 @@ enum {
 	ROUTER_ERR_CANCELED = 10,       /* operation dropped by teardown */
 	ROUTER_ERR_BUSY = 11,           /* job still running (remove) */
 	ROUTER_STDIN_PENDING = 12,      /* stdin_write: completes later */
-	ROUTER_ERR_NOMEM = -12,         /* == -ENOMEM */
 };
 
 /* Human-readable name for any code above or any -errno. Never NULL. */
@@ -101,7 +100,7 @@ bool router_nspace_valid(const char *nspace, size_t len);
 int router_proc_set(router_proc_t *proc, const char *nspace, uint32_t rank);
 
 /* ------------------------------------------------------------------------ */
-/* Directives (seed 001): a small presence/value bitmask.                    */
+/* Directives (PMIx_server_IOF_deliver(3)): a presence/value bitmask.       */
 
 enum {
 	ROUTER_DIR_COMPLETE = 1u << 0,     /* source channel closed: EOF */
@@ -153,7 +152,8 @@ struct router_config {
  * one that runs event_base_dispatch(@base)); see router_set_loop_thread().
  * For the blocking deliver form @base must have locking enabled
  * (evthread_use_pthreads() before event_base_new()).  @cfg may be NULL.
- * Returns 0 or -errno; *out owns the router, free it with router_free().
+ * Returns 0, ROUTER_ERR_BAD_PARAM (@base or @out NULL) or -ENOMEM; *out
+ * owns the router, free it with router_free().
  */
 int router_new(struct event_base *base, const struct router_config *cfg,
                router_t **out);
@@ -259,7 +259,7 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
                       int exit_status);
 
 /*
- * Deliver forwarded output (seed 001 semantics).
+ * Deliver forwarded output (PMIx_server_IOF_deliver(3) semantics).
  *
  * @source must name one rank.  An unregistered rank is registered on the fly
  * with no source ops (PMIx sources work like that).  @channel is exactly one
@@ -279,7 +279,7 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
  * naming the call is logged.
  *
  * Other returns: ROUTER_ERR_INIT (r NULL), ROUTER_ERR_BAD_PARAM,
- * ROUTER_ERR_NOT_AVAILABLE (shut down), ROUTER_ERR_NOMEM.
+ * ROUTER_ERR_NOT_AVAILABLE (shut down), -ENOMEM.
  */
 int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
                    const void *bytes, size_t len,
@@ -305,6 +305,8 @@ size_t router_job_rank_count(const router_job_t *job);
 /* The job's owner (set by its first rank), in O(1): for getattr, where
  * router_job_stats() (O(ranks)) would be too slow for big jobs. */
 void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid);
+/* Jobs in the registry (running or complete) owned by @uid.  O(1). */
+size_t router_uid_jobs(router_t *r, uint32_t uid);
 router_rank_t *router_job_rank_at(const router_job_t *job, size_t i);
 router_rank_t *router_job_rank(const router_job_t *job, uint32_t rank);
 router_job_t *router_rank_job(const router_rank_t *rank);

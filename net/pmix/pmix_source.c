@@ -4,7 +4,7 @@
  * thread), namespace discovery (PMIX_QUERY_NAMESPACES on a timer and on job
  * events), PMIx_IOF_pull per namespace, and the job / loss events.
  *
- * The progress-thread rule (seed 001): every PMIx callback here (pt_*)
+ * The progress-thread rule (PMIx_server_IOF_deliver(3)): every PMIx callback here (pt_*)
  * copies what it was handed into a struct ps_msg, then router_defer()s it;
  * ps_dispatch() does the work on the daemon's loop thread.  No pt_*
  * function calls the router (other than router_defer) or blocks.
@@ -189,7 +189,7 @@ static void dir_from_info(router_directives_t *d, const pmix_info_t *info)
 	    {PMIX_IOF_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT},
 	    {PMIX_IOF_TIMESTAMP_OUTPUT, ROUTER_DIR_TIMESTAMP},
 	    {PMIX_IOF_OUTPUT_RAW, ROUTER_DIR_OUTPUT_RAW},
-	    /* PMIX_IOF_LOCAL_OUTPUT is the host's business (seed 001):
+	    /* PMIX_IOF_LOCAL_OUTPUT is the host's business (PMIx_server_IOF_deliver(3)):
 	     * it carries no meaning for a tool, so it is not mapped */
 	};
 

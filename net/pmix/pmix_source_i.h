@@ -31,7 +31,7 @@ struct event_base;
  * rank has at most two pushes in flight: from its own stdin file and from
  * the job's.  No byte-count latch is needed (docs/pmix.md). */
 /* With a libpmix that has PMIX_ERR_IOF_XOFF: a push answered with it holds
- * that rank's stdin this long (PMIx has no "resume" status, seed 002). */
+ * that rank's stdin this long (PMIx has no "resume" status, PRRTE's XON/XOFF change). */
 #define PS_SERVER_XOFF_MS 100
 
 /* After JOB_END, a rank whose stdout/stderr have not completed yet waits at

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* XOFF/XON latches (seed 002): pairing under a slow reader, every teardown
+/* XOFF/XON latches (PRRTE's XON/XOFF change): pairing under a slow reader, every teardown
  * path, the merged-view wildcard latch, reasons, memory budget. */
 #include "harness.h"
 
