@@ -23,11 +23,21 @@ CAT=$!
 track $CAT
 
 cat >"$T/throw.py" <<'PY'
-import os, random, socket, struct, sys, time
-sys.path.insert(0, os.environ["IOFS_SOURCE_DIR"] + "/tests")
-from frames import frame, hello, data
+import random, socket, struct, sys, time
 path, rounds = sys.argv[1], int(sys.argv[2])
 rng = random.Random(20261201)
+MAGIC, VER = 0x53464f49, 2
+
+def frame(t, body):
+    return struct.pack('<IB', len(body) + 1, t) + body
+
+def hello(ns=b'junk', base=0, count=2):
+    return frame(1, struct.pack('<IHHIIIIIIII', MAGIC, VER, 0, base, count,
+                                0, 1, 0, 0, 0, 0) + bytes([len(ns)]) + ns +
+                 b'\x01h')
+
+def data(rank, ch, payload):
+    return frame(5, struct.pack('<IB', rank, ch) + payload)
 
 def send(chunks, linger=0.0):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
