@@ -65,8 +65,13 @@ int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len)
 	/* The merged views have their own windows: what they lost is not
 	 * in dropped_bytes (the sum over the ranks' own streams). */
 	if (!rk)
-		fprintf(f, "merged_dropped_bytes: %" PRIu64 "\n",
-			st.merged_dropped_bytes);
+		fprintf(f,
+			"merged_dropped_bytes: %" PRIu64 "\n"
+			"owner_refused: %" PRIu64 "\n",
+			st.merged_dropped_bytes, st.owner_refused);
+	/* Renamed on a name collision (docs/filesystem.md, "Job names"). */
+	if (strcmp(router_job_requested(job), router_job_nspace(job)) != 0)
+		fprintf(f, "requested: %s\n", router_job_requested(job));
 	if (fclose(f) != 0) {
 		free(*text);
 		*text = NULL;

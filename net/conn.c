@@ -244,6 +244,9 @@ static int on_hello(struct conn *c, const struct proto_frame *f)
 		c->uid = h->uid;
 		c->gid = h->gid;
 	}
+	memcpy(c->requested, c->nspace, h->nspace_len + 1);
+	if (conn_name_assign(c, h->rank_base, h->rank_count) < 0)
+		return -1;
 	int64_t busy = hello_range_busy(c, h->rank_base, h->rank_count);
 	if (busy >= 0) {
 		conn_fail(c, PROTO_REFUSED_EXISTS,
@@ -273,6 +276,11 @@ static int on_hello(struct conn *c, const struct proto_frame *f)
 	struct proto_frame w = {.type = PROTO_WELCOME,
 				.version = PROTO_VERSION,
 				.max_payload = PROTO_PAYLOAD_MAX};
+	if (h->flags & PROTO_HELLO_F_NAME) { /* it learns its job's name */
+		w.flags = PROTO_WELCOME_F_NAME;
+		w.name = c->nspace;
+		w.name_len = strlen(c->nspace);
+	}
 	send_frame(c, &w);
 	return 0;
 }
@@ -292,7 +300,8 @@ static int on_rank_start(struct conn *c, const struct proto_frame *f)
 					.uid = c->uid,
 					.gid = c->gid,
 					.job_size = c->job_size,
-					.dirs = c->dirs};
+					.dirs = c->dirs,
+					.requested = c->requested};
 	router_proc_set(&proc, c->nspace, cr->rank);
 	int rc = router_rank_register(c->srv->router, &proc, &info, &source_ops,
 				      cr, &cr->rr);

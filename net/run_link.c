@@ -199,6 +199,22 @@ static int read_frame(struct run *r, int fd, uint8_t *buf, size_t cap,
 	}
 }
 
+/* The daemon gave the job another name than the one asked for (a name
+ * collision: iofs-run(1), JOB NAMES): say so, and use it from now on. */
+static void take_name(struct run *r, const struct proto_frame *welcome)
+{
+	if (!welcome->name_len || (welcome->name_len == strlen(r->nspace) &&
+				   !memcmp(welcome->name, r->nspace,
+					   welcome->name_len)))
+		return;
+	fprintf(stderr,
+		"iofs-run: job name '%s' is taken (another job, or one still "
+		"open); this run is '%.*s'\n",
+		r->nspace, (int)welcome->name_len, welcome->name);
+	memcpy(r->nspace, welcome->name, welcome->name_len);
+	r->nspace[welcome->name_len] = '\0';
+}
+
 int link_open(struct run *r)
 {
 	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
@@ -216,6 +232,7 @@ int link_open(struct run *r)
 	struct proto_frame f = {
 	    .type = PROTO_HELLO,
 	    .hello = {.version = PROTO_VERSION,
+		      .flags = PROTO_HELLO_F_NAME,
 		      .rank_base = r->rank_base,
 		      .rank_count = r->count,
 		      .job_size = r->size,
@@ -245,6 +262,7 @@ int link_open(struct run *r)
 			 (int)reply.msg_len, reply.msg);
 		goto fallback_close;
 	}
+	take_name(r, &reply);
 	r->link_fd = fd;
 	r->linked = true;
 	return 0;

@@ -108,7 +108,8 @@ struct conn {
 	struct proto_peer dec;
 
 	/* From HELLO. */
-	char nspace[ROUTER_NSPACE_MAX + 1];
+	char requested[ROUTER_NSPACE_MAX + 1]; /* the name asked for */
+	char nspace[ROUTER_NSPACE_MAX + 1];    /* the name given (conn_name.c) */
 	char host[PROTO_HOST_MAX + 1];
 	uint32_t job_size;
 	router_directives_t dirs;
@@ -177,6 +178,11 @@ int64_t conn_index_claimed(const struct conn *c, uint32_t base,
 /* Enter @c (nspace set) in the job index: 0 or -ENOMEM.  Left again by
  * conn_destroy(). */
 int conn_index_add(struct conn *c);
+
+/* conn_name.c: pick c->nspace for c->requested, c->uid and the HELLO
+ * range (the job-name collision rule); logs a rename.  0, or -1 after
+ * conn_fail(). */
+int conn_name_assign(struct conn *c, uint32_t base, uint32_t count);
 
 /* conn.c, for conn_dq.c: wake conn_service() soon; start/stop reading the
  * socket; send ERROR with a logged reason and close (idempotent). */

@@ -71,6 +71,8 @@ const char *router_strerror(int status)
 		return "job still running";
 	case ROUTER_STDIN_PENDING:
 		return "stdin write pending in the sink";
+	case ROUTER_ERR_OWNER:
+		return "the job belongs to another user";
 	default:
 		break;
 	}
