@@ -79,7 +79,8 @@ static void why_not(struct conn *c, const struct incarnation *in,
 	if (in->owner != c->uid) {
 		snprintf(why, len, "belongs to uid %u", in->owner);
 		if (in->job)
-			router_job_owner_refused(in->job, c->uid, "join");
+			router_job_owner_refused(
+			    in->job, c->uid, in->complete ? "replace" : "join");
 	} else if (in->complete) {
 		snprintf(why, len, "has ended but is still open (a reader or "
 				   "a stdin writer)");
