@@ -71,8 +71,8 @@ static int64_t taken(struct conn *c, const struct incarnation *in,
 }
 
 /* Why the run does not get the name it asked for (for the log). */
-static void why_not(struct conn *c, const struct incarnation *in,
-		    uint32_t base, uint32_t count, char *why, size_t len)
+static void why_not(struct conn *c, const struct incarnation *in, uint32_t base,
+		    uint32_t count, char *why, size_t len)
 {
 	int64_t r;
 
@@ -82,14 +82,16 @@ static void why_not(struct conn *c, const struct incarnation *in,
 			router_job_owner_refused(
 			    in->job, c->uid, in->complete ? "replace" : "join");
 	} else if (in->complete) {
-		snprintf(why, len, "has ended but is still open (a reader or "
-				   "a stdin writer)");
+		snprintf(why, len,
+			 "has ended but is still open (a reader or "
+			 "a stdin writer)");
 	} else if ((r = taken(c, in, base, count)) >= 0) {
 		snprintf(why, len, "already has a rank %lld (running or ended)",
 			 (long long)r);
 	} else if (!same_size(c, in)) {
-		snprintf(why, len, "is a running job of %u ranks, this run "
-				   "announces %u",
+		snprintf(why, len,
+			 "is a running job of %u ranks, this run "
+			 "announces %u",
 			 in->size, c->job_size);
 	} else {
 		snprintf(why, len, "is in use");
@@ -99,13 +101,15 @@ static void why_not(struct conn *c, const struct incarnation *in,
 int conn_name_assign(struct conn *c, uint32_t base, uint32_t count)
 {
 	char name[ROUTER_NSPACE_MAX + 1], why[128] = "";
-	char join[ROUTER_NSPACE_MAX + 1] = "", replace[ROUTER_NSPACE_MAX + 1] = "";
+	char join[ROUTER_NSPACE_MAX + 1] = "",
+				      replace[ROUTER_NSPACE_MAX + 1] = "";
 	struct incarnation in;
 	unsigned k;
 
 	for (k = 0; k < NAME_TRIES; k++) {
-		int n = k ? snprintf(name, sizeof(name), "%s~%u", c->requested, k)
-			  : snprintf(name, sizeof(name), "%s", c->requested);
+		int n =
+		    k ? snprintf(name, sizeof(name), "%s~%u", c->requested, k)
+		      : snprintf(name, sizeof(name), "%s", c->requested);
 		if (n < 0 || (size_t)n >= sizeof(name))
 			break;
 		memcpy(c->nspace, name, (size_t)n + 1);
@@ -124,8 +128,9 @@ int conn_name_assign(struct conn *c, uint32_t base, uint32_t count)
 		if (k == 0 && strcmp(join, name) && strcmp(replace, name))
 			why_not(c, &in, base, count, why, sizeof(why));
 		else if (k == 0)
-			snprintf(why, sizeof(why), "has a newer incarnation "
-						   "this run belongs to");
+			snprintf(why, sizeof(why),
+				 "has a newer incarnation "
+				 "this run belongs to");
 	}
 	if (join[0])
 		snprintf(c->nspace, sizeof(c->nspace), "%s", join);

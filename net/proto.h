@@ -103,7 +103,8 @@ enum {
 };
 /* WELCOME flags */
 enum {
-	PROTO_WELCOME_F_NAME = 1u << 0, /* trailing bytes: the assigned nspace */
+	/* The trailing bytes are the assigned nspace. */
+	PROTO_WELCOME_F_NAME = 1u << 0,
 };
 
 struct proto_hello {

@@ -107,7 +107,8 @@ static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 			goto fail_close;
 		}
 	}
-	if (a.family == AF_UNIX && (rc = peer_trusted(r, fd, why, whylen)) < 0) {
+	if (a.family == AF_UNIX &&
+	    (rc = peer_trusted(r, fd, why, whylen)) < 0) {
 		close(fd);
 		return rc;
 	}
@@ -203,9 +204,9 @@ static int read_frame(struct run *r, int fd, uint8_t *buf, size_t cap,
  * collision: iofs-run(1), JOB NAMES): say so, and use it from now on. */
 static void take_name(struct run *r, const struct proto_frame *welcome)
 {
-	if (!welcome->name_len || (welcome->name_len == strlen(r->nspace) &&
-				   !memcmp(welcome->name, r->nspace,
-					   welcome->name_len)))
+	if (!welcome->name_len ||
+	    (welcome->name_len == strlen(r->nspace) &&
+	     !memcmp(welcome->name, r->nspace, welcome->name_len)))
 		return;
 	fprintf(stderr,
 		"iofs-run: job name '%s' is taken (another job, or one still "

@@ -109,7 +109,7 @@ struct conn {
 
 	/* From HELLO. */
 	char requested[ROUTER_NSPACE_MAX + 1]; /* the name asked for */
-	char nspace[ROUTER_NSPACE_MAX + 1];    /* the name given (conn_name.c) */
+	char nspace[ROUTER_NSPACE_MAX + 1]; /* the name given (conn_name.c) */
 	char host[PROTO_HOST_MAX + 1];
 	uint32_t job_size;
 	router_directives_t dirs;

@@ -92,8 +92,8 @@ static router_job_t *job_new(router_t *r, const char *nspace,
 {
 	router_job_t *job = calloc(1, sizeof(*job));
 	uint64_t now = router_now(r);
-	bool renamed = info && info->requested &&
-		       strcmp(info->requested, nspace) != 0;
+	bool renamed =
+	    info && info->requested && strcmp(info->requested, nspace) != 0;
 
 	if (!job)
 		return NULL;
@@ -429,8 +429,8 @@ int router_rank_register(router_t *r, const router_proc_t *proc,
 	if (!r)
 		return ROUTER_ERR_INIT;
 	if (!proc || !out || proc->rank > ROUTER_RANK_MAX ||
-	    !router_nspace_valid(proc->nspace,
-				 strnlen(proc->nspace, ROUTER_NSPACE_MAX + 1)) ||
+	    !router_nspace_valid(
+		proc->nspace, strnlen(proc->nspace, ROUTER_NSPACE_MAX + 1)) ||
 	    (info && info->host &&
 	     !router_text_valid(info->host, strlen(info->host))))
 		return ROUTER_ERR_BAD_PARAM;
@@ -702,8 +702,7 @@ const char *router_job_requested(const router_job_t *job)
 	return job->requested ? job->requested : job->nspace;
 }
 
-void router_job_owner_refused(router_job_t *job, uint32_t uid,
-			      const char *what)
+void router_job_owner_refused(router_job_t *job, uint32_t uid, const char *what)
 {
 	job->owner_refused++;
 	router_logf(job->r, LOG_WARNING,

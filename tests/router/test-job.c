@@ -168,31 +168,32 @@ static void owner_is_fixed(void **state)
 	h_reg(h, "own", 0, 2); /* uid 1 */
 	job = router_job_lookup(h->r, "own");
 	assert_int_equal(router_proc_set(&p, "own", 1), 0);
-	assert_int_equal(router_rank_register(h->r, &p, &other, &h_ops,
-					      &h->fr[1], &rk),
-			 ROUTER_ERR_OWNER);
-	assert_non_null(strstr(h->log, "uid 0 may not join job 'own' of uid 1"));
-	assert_int_equal(router_rank_register(h->r, &p, &bad, &h_ops,
-					      &h->fr[1], &rk),
-			 ROUTER_ERR_BAD_PARAM); /* control byte in the host */
-	h_reg(h, "own", 1, 2); /* the owner may */
+	assert_int_equal(
+	    router_rank_register(h->r, &p, &other, &h_ops, &h->fr[1], &rk),
+	    ROUTER_ERR_OWNER);
+	assert_non_null(
+	    strstr(h->log, "uid 0 may not join job 'own' of uid 1"));
+	assert_int_equal(
+	    router_rank_register(h->r, &p, &bad, &h_ops, &h->fr[1], &rk),
+	    ROUTER_ERR_BAD_PARAM); /* control byte in the host */
+	h_reg(h, "own", 1, 2);	   /* the owner may */
 	h_puts(h, "own", 0, "x\n");
 	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
 	router_rank_exit(h->rk[1], ROUTER_STATE_EXITED, 0);
 	assert_true(router_job_complete(job));
 	/* ended: still not another uid's to replace */
-	assert_int_equal(router_rank_register(h->r, &p, &other, &h_ops,
-					      &h->fr[1], &rk),
-			 ROUTER_ERR_OWNER);
+	assert_int_equal(
+	    router_rank_register(h->r, &p, &other, &h_ops, &h->fr[1], &rk),
+	    ROUTER_ERR_OWNER);
 	assert_ptr_equal(router_job_lookup(h->r, "own"), job);
 	router_job_stats(job, &st);
 	assert_int_equal(st.owner_refused, 2);
 	assert_int_equal(st.uid, 1);
 	/* in use while a reader has bytes left, not once it read them all */
 	assert_false(router_job_in_use(job));
-	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
-					    NULL, &rd),
-			 0);
+	assert_int_equal(
+	    router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL, NULL, &rd),
+	    0);
 	assert_true(router_job_in_use(job));
 	assert_int_equal(h_drain(rd, &off, buf, sizeof(buf)), 2);
 	assert_false(router_job_in_use(job));
