@@ -95,7 +95,7 @@ int auth_encode(const char *socket, const char *nspace, uint32_t base,
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		snprintf(why, whylen, "no random bytes for the nonce: %s",
 			 strerror(errno));
-		return -1;
+		return -EIO;
 	}
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
@@ -104,14 +104,14 @@ int auth_encode(const char *socket, const char *nspace, uint32_t base,
 	if (n < 0 || !ctx) {
 		snprintf(why, whylen, "cannot set up a MUNGE context");
 		munge_ctx_destroy(ctx);
-		return -1;
+		return -EIO;
 	}
 	munge_err_t e = munge_encode(cred, ctx, payload, n);
 	if (e != EMUNGE_SUCCESS) {
 		snprintf(why, whylen, "MUNGE (socket %s): %s",
 			 socket ? socket : "default", munge_ctx_strerror(ctx));
 		munge_ctx_destroy(ctx);
-		return -1;
+		return -EIO;
 	}
 	munge_ctx_destroy(ctx);
 	return 0;

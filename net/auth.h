@@ -35,7 +35,7 @@ int auth_payload(char *buf, size_t cap, const char *nspace, uint32_t base,
 		 uint32_t count, const char *nonce);
 
 /* Forwarder: mint a credential (blocking: libmunge talks to munged).
- * 0 and *cred (free()) or -1 with a reason in @why. */
+ * 0 and *cred (free()) or -EIO with a reason in @why. */
 int auth_encode(const char *socket, const char *nspace, uint32_t base,
 		uint32_t count, char **cred, char *why, size_t whylen);
 

@@ -103,20 +103,38 @@ static void send_ack(struct conn *c)
 	send_frame(c, &f);
 }
 
-void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
+/* The negative errno that stands for ERROR code @code (net_i.h's rule). */
+static int code_errno(uint32_t code)
+{
+	switch (code) {
+	case PROTO_REFUSED_EXISTS:
+		return -EEXIST;
+	case PROTO_REFUSED_REMOTE:
+		return -EPERM;
+	case PROTO_REFUSED_AUTH:
+		return -EACCES;
+	case PROTO_REFUSED_LIMIT:
+		return -EUSERS;
+	case PROTO_REFUSED_ROUTER:
+		return -ENOMEM;
+	default:
+		return -EPROTO; /* PROTO_ERR_*: the peer broke the protocol */
+	}
+}
+
+int conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
 {
 	char msg[PROTO_MSG_MAX];
 	va_list ap;
 
 	if (c->closing || !c->bev)
-		return;
+		return code_errno(code);
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	srv_log(c->srv, c->quiet_fail ? LOG_DEBUG : LOG_WARNING,
-		"conn %llu (%s%s%s): closing: %s",
-		(unsigned long long)c->id, c->peer, c->nspace[0] ? " job " : "",
-		c->nspace, msg);
+		"conn %llu (%s%s%s): closing: %s", (unsigned long long)c->id,
+		c->peer, c->nspace[0] ? " job " : "", c->nspace, msg);
 	struct proto_frame f = {.type = PROTO_ERROR,
 				.code = code,
 				.msg = msg,
@@ -132,6 +150,7 @@ void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
 		c->dead = true;
 	conn_kick(c);
+	return code_errno(code);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -237,8 +256,7 @@ static int on_hello(void *ctx, const struct proto_frame *f)
 	memcpy(c->requested, c->nspace, h->nspace_len + 1);
 	c->hello_flags = h->flags;
 	/* MUNGE (TCP), limits, the range check, WELCOME: conn_admit.c */
-	return conn_admit(c, h->rank_base, h->rank_count, h->cred,
-			  h->cred_len);
+	return conn_admit(c, h->rank_base, h->rank_count, h->cred, h->cred_len);
 }
 
 static int on_rank_start(void *ctx, const struct proto_frame *f)
@@ -248,9 +266,8 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 	router_proc_t proc;
 
 	if (cr->state != CRANK_RESERVED) {
-		conn_fail(c, PROTO_ERR_ORDER, "second RANK_START for rank %u",
-			  f->rank);
-		return -1;
+		return conn_fail(c, PROTO_ERR_ORDER,
+				 "second RANK_START for rank %u", f->rank);
 	}
 	struct router_rank_info info = {.pid = f->pid,
 					.host = c->host,
@@ -263,12 +280,11 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 	int rc = router_rank_register(c->srv->router, &proc, &info, &source_ops,
 				      cr, &cr->rr);
 	if (rc != ROUTER_SUCCESS) {
-		conn_fail(c,
+		return conn_fail(c,
 			  rc == ROUTER_ERR_EXISTS ? PROTO_REFUSED_EXISTS
 						  : PROTO_REFUSED_ROUTER,
-			  "cannot register rank %u of job '%s': %s", cr->rank,
-			  c->nspace, router_strerror(rc));
-		return -1;
+				 "cannot register rank %u of job '%s': %s",
+				 cr->rank, c->nspace, router_strerror(rc));
 	}
 	cr->state = CRANK_RUNNING;
 	/* Output already backed up toward this forwarder: start XOFFed. */
@@ -283,7 +299,7 @@ static int on_data(void *ctx, const struct proto_frame *f)
 	struct conn *c = ctx;
 	if (!running_rank(c, f)) {
 		release_frame_entry(c);
-		return -1;
+		return -EPROTO;
 	}
 	return conn_deliver(c, f->rank - c->rank_base, f->channel, f->data,
 			    f->len, false);
@@ -293,7 +309,7 @@ static int on_complete(void *ctx, const struct proto_frame *f)
 {
 	struct conn *c = ctx;
 	if (!running_rank(c, f))
-		return -1;
+		return -EPROTO;
 	return conn_deliver(c, f->rank - c->rank_base, f->channel, NULL, 0,
 			    true);
 }
@@ -305,11 +321,10 @@ static int on_exit_frame(void *ctx, const struct proto_frame *f)
 	struct dq_entry *e;
 
 	if (!cr)
-		return -1;
+		return -EPROTO;
 	e = calloc(1, sizeof(*e));
 	if (!e) {
-		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-		return -1;
+		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 	}
 	e->is_exit = true;
 	e->done = true;
@@ -346,13 +361,12 @@ static int on_stdin_ack(void *ctx, const struct proto_frame *f)
 	struct crank *cr = &c->ranks[f->rank - c->rank_base];
 
 	if (f->ack_bytes < cr->stdin_acked || f->ack_bytes > cr->stdin_sent) {
-		conn_fail(
+		return conn_fail(
 		    c, PROTO_ERR_FIELD,
 		    "STDIN_ACK rank %u: %llu bytes, sent %llu, acked %llu",
 		    f->rank, (unsigned long long)f->ack_bytes,
 		    (unsigned long long)cr->stdin_sent,
 		    (unsigned long long)cr->stdin_acked);
-		return -1;
 	}
 	cr->stdin_acked = f->ack_bytes;
 	if ((cr->stdin_want & STDIN_SUSP_CREDIT) &&

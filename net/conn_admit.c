@@ -102,13 +102,14 @@ int net_config_option(struct net_server_config *cfg, const char *tok,
 		return 1;
 	}
 	if (!strncmp(tok, "auth=", 5)) {
-		snprintf(err, errlen, "bad -o %s: auth=munge or auth=none", tok);
-		return -1;
+		snprintf(err, errlen, "bad -o %s: auth=munge or auth=none",
+			 tok);
+		return -EINVAL;
 	}
 	if (!strncmp(tok, "munge_socket=", 13)) {
 		if (!tok[13]) {
 			snprintf(err, errlen, "bad -o %s: give a path", tok);
-			return -1;
+			return -EINVAL;
 		}
 		cfg->munge_socket = tok + 13;
 		return 1;
@@ -123,7 +124,7 @@ int net_config_option(struct net_server_config *cfg, const char *tok,
 				 "bad -o %s: give a number from %llu to %llu",
 				 tok, (unsigned long long)o->min,
 				 (unsigned long long)o->max);
-			return -1;
+			return -EINVAL;
 		}
 		limit_set(&cfg->limits, o, v);
 		return 1;
@@ -163,24 +164,22 @@ static void limit_hit(net_server_t *s, uint32_t uid, enum limit_id id,
 		"uid %u %s: limit %s=%llu reached (%llu in use); %llu "
 		"such refusals in all, %llu since the last report",
 		uid, id == LIM_BUF_UID ? "paused" : "refused", limit_names[id],
-		(unsigned long long)max,
-		(unsigned long long)have, (unsigned long long)s->refusals[id],
+		(unsigned long long)max, (unsigned long long)have,
+		(unsigned long long)s->refusals[id],
 		(unsigned long long)s->unlogged[id]);
 	s->unlogged[id] = 0;
 	s->logged_ms[id] = now;
 }
 
-static int refuse(struct conn *c, enum limit_id id, uint64_t have,
-		  uint64_t max)
+static int refuse(struct conn *c, enum limit_id id, uint64_t have, uint64_t max)
 {
 	limit_hit(c->srv, c->uid, id, have, max);
 	c->quiet_fail = true; /* limit_hit() logged it, rate-limited */
-	conn_fail(c, PROTO_REFUSED_LIMIT,
-		  "per-user limit %s=%llu reached for uid %u (%llu in use; "
-		  "see iofs(8))",
+	return conn_fail(c, PROTO_REFUSED_LIMIT,
+			 "per-user limit %s=%llu reached for uid %u (%llu in "
+			 "use; see iofs(8))",
 		  limit_names[id], (unsigned long long)max, c->uid,
 		  (unsigned long long)have);
-	return -1;
 }
 
 int conn_admit_owner(struct conn *c)
@@ -190,8 +189,7 @@ int conn_admit_owner(struct conn *c)
 	if (c->owner_counted)
 		return 0;
 	if (uidmap_add(&s->uids, c->uid, UID_CONNS, 1) < 0) {
-		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-		return -1;
+		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 	}
 	c->owner_counted = true;
 	c->uent = uidmap_entry(&s->uids, c->uid);
@@ -319,24 +317,25 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 	/* Limits against the name asked for (a rename must not escape
 	 * max_ranks_job), then the job-name collision rule (conn_name.c),
 	 * which never lets another uid join or replace a job. */
-	if (check_limits(c, job, count) < 0)
-		return -1;
-	if (conn_name_assign(c, base, count) < 0)
-		return -1;
+	int rc = check_limits(c, job, count);
+
+	if (rc < 0)
+		return rc;
+	if ((rc = conn_name_assign(c, base, count)) < 0)
+		return rc;
 	job = router_job_lookup(s->router, c->nspace);
 	int64_t busy = hello_range_busy(c, job, base, count);
 	if (busy >= 0) {
-		conn_fail(c, PROTO_REFUSED_EXISTS,
+		return conn_fail(
+		    c, PROTO_REFUSED_EXISTS,
 			  "rank %lld of job '%s' is already running (another "
 			  "iofs-run with the same --nspace/--rank?)",
 			  (long long)busy, c->nspace);
-		return -1;
 	}
 	c->ranks = calloc(count, sizeof(*c->ranks));
 	if (!c->ranks || conn_index_add(c) < 0 ||
 	    uidmap_add(&s->uids, c->uid, UID_RANKS, count) < 0) {
-		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-		return -1;
+		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 	}
 	c->ranks_counted = count;
 	c->rank_base = base;
@@ -386,33 +385,31 @@ static void auth_done(void *arg, const struct auth_result *res)
 	conn_kick(c); /* resume reading */
 }
 
-int conn_admit(struct conn *c, uint32_t base, uint32_t count,
-	       const char *cred, size_t cred_len)
+int conn_admit(struct conn *c, uint32_t base, uint32_t count, const char *cred,
+	       size_t cred_len)
 {
 	net_server_t *s = c->srv;
 
 	if (c->is_unix || s->cfg.auth == NET_AUTH_NONE) {
-		if (!c->owner_counted && conn_admit_owner(c) < 0)
-			return -1;
+		int rc = c->owner_counted ? 0 : conn_admit_owner(c);
+		if (rc < 0)
+			return rc;
 		return hello_accept(c, base, count);
 	}
-	if (!cred_len) {
-		conn_fail(c, PROTO_REFUSED_AUTH,
-			  "no MUNGE credential: this daemon requires one on "
-			  "TCP (-o auth=munge); run iofs-run where munged "
-			  "runs with the daemon's key (iofs-run "
-			  "--munge-socket), or use a Unix socket");
-		return -1;
-	}
+	if (!cred_len)
+		return conn_fail(c, PROTO_REFUSED_AUTH,
+				 "no MUNGE credential: this daemon requires "
+				 "one on TCP (-o auth=munge); run iofs-run "
+				 "where munged runs with the daemon's key "
+				 "(iofs-run --munge-socket), or use a Unix "
+				 "socket");
 	if (!s->auth) {
-		int rc = auth_worker_new(s->base,
-					 auth_socket(s->cfg.munge_socket),
-					 &s->auth);
+		int rc = auth_worker_new(
+		    s->base, auth_socket(s->cfg.munge_socket), &s->auth);
 		if (rc < 0) {
-			conn_fail(c, PROTO_REFUSED_ROUTER,
+			return conn_fail(c, PROTO_REFUSED_ROUTER,
 				  "cannot start the MUNGE worker: %s",
 				  strerror(-rc));
-			return -1;
 		}
 	}
 	c->want_base = base;
@@ -420,10 +417,10 @@ int conn_admit(struct conn *c, uint32_t base, uint32_t count,
 	c->auth_req = auth_submit(s->auth, cred, cred_len, c->nspace, base,
 				  count, auth_done, c);
 	if (!c->auth_req) {
-		conn_fail(c, PROTO_REFUSED_AUTH,
+		return conn_fail(
+		    c, PROTO_REFUSED_AUTH,
 			  "too many HELLOs waiting for MUNGE (%d): try again",
 			  AUTH_QUEUE_MAX);
-		return -1;
 	}
 	c->susp |= CONN_SUSP_AUTH;
 	conn_reading(c, false);

@@ -103,8 +103,8 @@ int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
 	} else {
 		e = malloc(sizeof(*e) + len);
 		if (!e) {
-			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-			return -1;
+			return conn_fail(c, PROTO_REFUSED_ROUTER,
+					 "out of memory");
 		}
 		memset(e, 0, sizeof(*e));
 		if (len)
@@ -124,11 +124,10 @@ int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
 				&e->dirs, deliver_cb, e);
 	if (rc != ROUTER_SUCCESS) {
 		free(e);
-		conn_fail(c, PROTO_REFUSED_ROUTER,
+		return conn_fail(c, PROTO_REFUSED_ROUTER,
 			  "router refused %s of rank %u: %s",
 			  complete ? "COMPLETE" : "DATA", cr->rank,
 			  router_strerror(rc));
-		return -1;
 	}
 	conn_dq_push(c, e);
 	return 0;

@@ -137,10 +137,9 @@ int conn_name_assign(struct conn *c, uint32_t base, uint32_t count)
 	else if (replace[0])
 		snprintf(c->nspace, sizeof(c->nspace), "%s", replace);
 	else if (k == NAME_TRIES || in.exists) {
-		conn_fail(c, PROTO_REFUSED_EXISTS,
+		return conn_fail(c, PROTO_REFUSED_EXISTS,
 			  "job '%s' %s, and no free name '%s~N' is left",
 			  c->requested, why, c->requested);
-		return -1;
 	}
 	if (strcmp(c->nspace, c->requested) != 0)
 		srv_log(c->srv, LOG_WARNING,

@@ -7,11 +7,11 @@
  * frame to its owner's handler, looked up by type in the owner's table.  It
  * also encodes and sends frames (framer_send).
  *
- * A handler answers 0 to go on, or < 0 to stop at once: the connection
- * failed or was closed, and the framer, its buffer included, may be gone
- * (the forwarder releases it inside link_down()), so the framer touches
- * nothing after that.  Between frames the owner's more() says whether to
- * go on (reading paused, closing).
+ * A handler answers 0 to go on, or a negative errno to stop at once (the
+ * rule in net_i.h): the connection failed or was closed, and the framer, its
+ * buffer included, may be gone (the forwarder releases it inside
+ * run_link_down()), so the framer touches nothing after that.  Between frames
+ * the owner's more() says whether to go on (reading paused, closing).
  *
  * Not thread-safe; one loop thread.  docs/protocol.md is the format.
  */

@@ -2,6 +2,18 @@
 /*
  * Private helpers shared by the daemon's listeners (server.c) and the
  * forwarder (run*.c): address parsing.
+ *
+ * The error rule of all of net/ (router.h's, dbus-broker's): a negative
+ * -errno is fatal to what it is about and is passed up unchanged; a
+ * positive module code (PROTO_NEED_MORE, FRAMER_CLOSED, 1 = "taken" from
+ * net_config_option) is an expected outcome.  A function that ends a
+ * connection calls conn_fail() (daemon) or run_link_down() (forwarder)
+ * first and then returns the negative errno: conn_fail() returns the one
+ * that stands for its ERROR code (PROTO_ERR_* -EPROTO, REFUSED_EXISTS
+ * -EEXIST, _REMOTE -EPERM, _AUTH -EACCES, _LIMIT -EUSERS, _ROUTER
+ * -ENOMEM), the forwarder's frame handlers -EPROTO (the daemon broke the
+ * protocol) or -ECONNRESET (the link is down).  Callers test < 0 and never
+ * look at the value beyond passing it on.
  */
 #ifndef IOFS_NET_NET_I_H
 #define IOFS_NET_NET_I_H

@@ -20,28 +20,50 @@
 #include "net/run_i.h"
 #include "net/server.h"
 
-void run_log(struct run *r, int level, const char *fmt, ...)
+struct run {
+	struct run_opts o;
+	iofs_log_t *log; /* owned: stderr, "iofs-run: " */
+	struct event_base *base;
+	struct run_kids kids;
+	struct run_link link;
+	bool finishing;
+	struct event *final_timer;
+	struct event *sigs[4];
+};
+
+void run_log(iofs_log_t *log, int level, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	iofs_vlogf(r->log, level, NULL, fmt, ap);
+	iofs_vlogf(log, level, NULL, fmt, ap);
 	va_end(ap);
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: iofs-run [--connect ADDR] [--nspace NAME] "
-		"[--rank N | -n COUNT] [--size N]\n"
-		"                [--tag-output] [--rank-output] "
-		"[--timestamp-output] [--xml] [--raw]\n"
-		"                [--strict] [-v|--verbose]... [--munge-socket PATH]\n"
-		"                -- COMMAND [ARG...]\n"
-		"Runs COMMAND as rank(s) of job NAME and forwards its stdio "
-		"to the iofs daemon.\n"
-		"See iofs-run(1).\n");
-}
+/* ------------------------------------------------------------------------ */
+/* Options                                                                   */
+
+/* What parse_args() learns besides struct run_opts. */
+struct run_args {
+	struct run_opts *o;
+	bool have_rank, have_size, have_nspace;
+};
+
+/* An option from the table below; its setter returns 0, RUN_ARGS_EXIT (done,
+ * exit 0), or -EINVAL after saying why on stderr. */
+enum { RUN_ARGS_EXIT = 1 };
+
+struct run_option {
+	const char *name;
+	int short_name;	 /* 0: none */
+	const char *arg; /* NULL: takes none */
+	const char *help;
+	int (*set)(struct run_args *a, const struct run_option *t,
+		   const char *arg);
+	uint32_t dir; /* ROUTER_DIR_* for opt_dir */
+};
+
+static const struct run_option run_options[];
 
 static const char *real_getenv(const char *name, void *arg)
 {
@@ -49,179 +71,266 @@ static const char *real_getenv(const char *name, void *arg)
 }
 
 /* Rank, size and job name from a launcher's environment (run_env.c). */
-static void from_launcher(struct run *r, bool have_rank, bool have_size,
-			  bool have_nspace)
+static void from_launcher(struct run_args *a, iofs_log_t *log)
 {
 	const struct run_env e = {.get = real_getenv};
+	struct run_opts *o = a->o;
 	struct run_launch l;
 
 	run_env_launch(&e, &l);
 	if (!l.launcher)
 		return;
-	run_log(r, LOG_INFO, "launcher %s: rank %s%u, size %s%u, job name '%s'",
-		l.launcher, l.have_rank ? "" : "unset ", l.rank,
+	run_log(log, LOG_INFO,
+		"launcher %s: rank %s%u, size %s%u, job name '%s'", l.launcher,
+		l.have_rank ? "" : "unset ", l.rank,
 		l.have_size ? "" : "unset ", l.size, l.nspace);
-	if (!have_rank && l.have_rank)
-		r->rank_base = l.rank;
-	if (!have_size && l.have_size)
-		r->size = l.size;
-	if (!have_nspace && l.nspace[0])
-		memcpy(r->nspace, l.nspace, sizeof(r->nspace));
+	if (!a->have_rank && l.have_rank)
+		o->rank_base = l.rank;
+	if (!a->have_size && l.have_size)
+		o->size = l.size;
+	if (!a->have_nspace && l.nspace[0])
+		memcpy(o->nspace, l.nspace, sizeof(o->nspace));
 }
 
-static void dir_on(struct run *r, uint32_t bit)
+static int opt_connect(struct run_args *a, const struct run_option *t,
+		       const char *arg)
 {
-	r->dirs.set |= bit;
-	r->dirs.value |= bit;
+	a->o->addr = arg;
+	return 0;
 }
 
-enum {
-	OPT_TAG = 256,
-	OPT_RANKOUT,
-	OPT_TS,
-	OPT_XML,
-	OPT_RAW,
-	OPT_STRICT,
-	OPT_VERSION,
-	OPT_MUNGE_SOCKET,
+static int opt_nspace(struct run_args *a, const struct run_option *t,
+		      const char *arg)
+{
+	if (!router_nspace_valid(arg, strlen(arg))) {
+		fprintf(stderr,
+			"iofs-run: invalid --nspace '%s': 1-255 bytes, no '/', "
+			"no control characters, not '.' or '..'\n",
+			arg);
+		return -EINVAL;
+	}
+	snprintf(a->o->nspace, sizeof(a->o->nspace), "%s", arg);
+	a->have_nspace = true;
+	return 0;
+}
+
+static int opt_rank(struct run_args *a, const struct run_option *t,
+		    const char *arg)
+{
+	if (run_parse_u32(arg, &a->o->rank_base)) {
+		fprintf(stderr, "iofs-run: invalid --rank '%s'\n", arg);
+		return -EINVAL;
+	}
+	a->have_rank = true;
+	return 0;
+}
+
+static int opt_np(struct run_args *a, const struct run_option *t,
+		  const char *arg)
+{
+	if (run_parse_u32(arg, &a->o->count) || a->o->count == 0 ||
+	    a->o->count > PROTO_RANKS_MAX) {
+		fprintf(stderr, "iofs-run: invalid -n '%s' (1..%u)\n", arg,
+			PROTO_RANKS_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int opt_size(struct run_args *a, const struct run_option *t,
+		    const char *arg)
+{
+	if (run_parse_u32(arg, &a->o->size)) {
+		fprintf(stderr, "iofs-run: invalid --size '%s'\n", arg);
+		return -EINVAL;
+	}
+	a->have_size = true;
+	return 0;
+}
+
+static int opt_strict(struct run_args *a, const struct run_option *t,
+		      const char *arg)
+{
+	a->o->strict = true;
+	return 0;
+}
+
+static int opt_munge_socket(struct run_args *a, const struct run_option *t,
+			    const char *arg)
+{
+	a->o->munge_socket = arg;
+	return 0;
+}
+
+static int opt_verbose(struct run_args *a, const struct run_option *t,
+		       const char *arg)
+{
+	a->o->verbose++;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: iofs-run [--connect ADDR] [--nspace NAME] "
+		   "[--rank N | -n COUNT] [--size N]\n"
+		   "                [--tag-output] [--rank-output] "
+		   "[--timestamp-output] [--xml] [--raw]\n"
+		   "                [--strict] [-v|--verbose]... "
+		   "[--munge-socket PATH]\n"
+		   "                -- COMMAND [ARG...]\n"
+		   "Runs COMMAND as rank(s) of job NAME and forwards its stdio "
+		   "to the iofs daemon.\n");
+	for (const struct run_option *t = run_options; t->name; t++) {
+		char lhs[64];
+		snprintf(lhs, sizeof(lhs), "%s%c%s--%s%s%s",
+			 t->short_name ? "-" : "",
+			 t->short_name ? t->short_name : ' ',
+			 t->short_name ? ", " : "  ", t->name,
+			 t->arg ? " " : "", t->arg ? t->arg : "");
+		fprintf(f, "  %-26s %s\n", lhs + !t->short_name, t->help);
+	}
+	fprintf(f, "See iofs-run(1).\n");
+}
+
+static int opt_help(struct run_args *a, const struct run_option *t,
+		    const char *arg)
+{
+	usage(stdout);
+	return RUN_ARGS_EXIT;
+}
+
+static int opt_version(struct run_args *a, const struct run_option *t,
+		       const char *arg)
+{
+	printf("iofs-run %s (protocol %u)\n", IOFS_VERSION, PROTO_VERSION);
+	return RUN_ARGS_EXIT;
+}
+
+static int opt_dir(struct run_args *a, const struct run_option *t,
+		   const char *arg); /* sets t->dir */
+
+static const struct run_option run_options[] = {
+    {"connect", 'c', "ADDR", "the daemon (unix:PATH, tcp:HOST:PORT)",
+     opt_connect},
+    {"nspace", 'N', "NAME", "the job's name", opt_nspace},
+    {"rank", 'r', "N", "the (first) rank", opt_rank},
+    {"np", 'n', "COUNT", "run COUNT ranks", opt_np},
+    {"size", 's', "N", "the job's size", opt_size},
+    {"tag-output", 0, NULL, "merged views: [nspace,rank]<stream>: prefix",
+     opt_dir, ROUTER_DIR_TAG_OUTPUT},
+    {"rank-output", 0, NULL, "merged views: [rank]<stream>: prefix", opt_dir,
+     ROUTER_DIR_RANK_OUTPUT},
+    {"timestamp-output", 0, NULL, "merged views: time prefix", opt_dir,
+     ROUTER_DIR_TIMESTAMP},
+    {"xml", 0, NULL, "merged views: XML", opt_dir, ROUTER_DIR_XML_OUTPUT},
+    {"raw", 0, NULL, "merged views: no line buffering", opt_dir,
+     ROUTER_DIR_OUTPUT_RAW},
+    {"strict", 0, NULL, "no daemon: fail instead of falling back", opt_strict},
+    {"munge-socket", 0, "PATH", "munged's socket (TCP)", opt_munge_socket},
+    {"verbose", 'v', NULL, "more messages (repeatable)", opt_verbose},
+    {"help", 'h', NULL, "this text", opt_help},
+    {"version", 0, NULL, "version and protocol", opt_version},
+    {NULL, 0, NULL, NULL, NULL},
 };
 
-static int parse_args(struct run *r, int argc, char **argv)
-{
-	static const struct option opts[] = {
-	    {"connect", required_argument, NULL, 'c'},
-	    {"nspace", required_argument, NULL, 'N'},
-	    {"rank", required_argument, NULL, 'r'},
-	    {"np", required_argument, NULL, 'n'},
-	    {"size", required_argument, NULL, 's'},
-	    {"tag-output", no_argument, NULL, OPT_TAG},
-	    {"rank-output", no_argument, NULL, OPT_RANKOUT},
-	    {"timestamp-output", no_argument, NULL, OPT_TS},
-	    {"xml", no_argument, NULL, OPT_XML},
-	    {"raw", no_argument, NULL, OPT_RAW},
-	    {"strict", no_argument, NULL, OPT_STRICT},
-	    {"munge-socket", required_argument, NULL, OPT_MUNGE_SOCKET},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, OPT_VERSION},
-	    {NULL, 0, NULL, 0},
-	};
-	bool have_rank = false, have_size = false, have_nspace = false;
-	int c;
+#define RUN_OPTIONS (sizeof(run_options) / sizeof(run_options[0]))
 
-	r->count = 1;
-	while ((c = getopt_long(argc, argv, "+c:N:r:n:s:vh", opts, NULL)) !=
-	       -1) {
-		switch (c) {
-		case 'c':
-			r->addr = optarg;
-			break;
-		case 'N':
-			if (!router_nspace_valid(optarg, strlen(optarg))) {
-				fprintf(
-				    stderr,
-				    "iofs-run: invalid --nspace '%s': 1-255 "
-				    "bytes, no '/', no control characters, "
-				    "not '.' or '..'\n",
-				    optarg);
-				return -1;
-			}
-			snprintf(r->nspace, sizeof(r->nspace), "%s", optarg);
-			have_nspace = true;
-			break;
-		case 'r':
-			if (run_parse_u32(optarg, &r->rank_base)) {
-				fprintf(stderr,
-					"iofs-run: invalid --rank '%s'\n",
-					optarg);
-				return -1;
-			}
-			have_rank = true;
-			break;
-		case 'n':
-			if (run_parse_u32(optarg, &r->count) || r->count == 0 ||
-			    r->count > PROTO_RANKS_MAX) {
-				fprintf(stderr,
-					"iofs-run: invalid -n '%s' (1..%u)\n",
-					optarg, PROTO_RANKS_MAX);
-				return -1;
-			}
-			break;
-		case 's':
-			if (run_parse_u32(optarg, &r->size)) {
-				fprintf(stderr,
-					"iofs-run: invalid --size '%s'\n",
-					optarg);
-				return -1;
-			}
-			have_size = true;
-			break;
-		case OPT_TAG:
-			dir_on(r, ROUTER_DIR_TAG_OUTPUT);
-			break;
-		case OPT_RANKOUT:
-			dir_on(r, ROUTER_DIR_RANK_OUTPUT);
-			break;
-		case OPT_TS:
-			dir_on(r, ROUTER_DIR_TIMESTAMP);
-			break;
-		case OPT_XML:
-			dir_on(r, ROUTER_DIR_XML_OUTPUT);
-			break;
-		case OPT_RAW:
-			dir_on(r, ROUTER_DIR_OUTPUT_RAW);
-			break;
-		case OPT_STRICT:
-			r->strict = true;
-			break;
-		case OPT_MUNGE_SOCKET:
-			r->munge_socket = optarg;
-			break;
-		case 'v':
-			r->verbose++;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case OPT_VERSION:
-			printf("iofs-run %s (protocol %u)\n", IOFS_VERSION,
-			       PROTO_VERSION);
-			exit(0);
-		default:
-			usage(stderr);
-			return -1;
+/* The option run_options[@index] or the first with that short name. */
+static const struct run_option *opt_find(int c)
+{
+	if (c >= 256 && (size_t)(c - 256) < RUN_OPTIONS - 1)
+		return &run_options[c - 256];
+	for (const struct run_option *t = run_options; t->name; t++)
+		if (t->short_name && t->short_name == c)
+			return t;
+	return NULL;
+}
+
+static int opt_dir(struct run_args *a, const struct run_option *t,
+		   const char *arg)
+{
+	a->o->dirs.set |= t->dir;
+	a->o->dirs.value |= t->dir;
+	return 0;
+}
+/* getopt_long()'s view of run_options: long options return 256 + index. */
+static void opt_getopt(struct option *lo, char *so, size_t solen)
+{
+	size_t n = 0, i;
+
+	so[n++] = '+';
+	for (i = 0; run_options[i].name; i++) {
+		const struct run_option *t = &run_options[i];
+		lo[i] = (struct option){
+		    t->name, t->arg ? required_argument : no_argument, NULL,
+		    256 + (int)i};
+		if (t->short_name && n + 3 < solen) {
+			so[n++] = (char)t->short_name;
+			if (t->arg)
+				so[n++] = ':';
 		}
 	}
-	if (optind >= argc) {
-		fprintf(stderr, "iofs-run: no COMMAND given\n");
-		usage(stderr);
-		return -1;
-	}
-	r->argv = argv + optind;
-	/* quiet by default (the job's own output shares the terminal):
-	 * warnings; -v adds information, -vv debugging */
-	iofs_log_set_level(r->log, r->verbose ? LOG_INFO + (int)r->verbose - 1
-					      : LOG_WARNING);
-	from_launcher(r, have_rank, have_size, have_nspace);
-	if (r->count - 1 > ROUTER_RANK_MAX - r->rank_base) {
+	lo[i] = (struct option){NULL, 0, NULL, 0};
+	so[n] = '\0';
+}
+
+/* What is not given: from the launcher, else derived. */
+static int opt_defaults(struct run_args *a, iofs_log_t *log)
+{
+	struct run_opts *o = a->o;
+
+	from_launcher(a, log);
+	if (o->count - 1 > ROUTER_RANK_MAX - o->rank_base) {
 		fprintf(stderr, "iofs-run: ranks %u+%u overflow\n",
-			r->rank_base, r->count);
-		return -1;
+			o->rank_base, o->count);
+		return -EINVAL;
 	}
-	if (!r->size || r->size < r->rank_base + r->count)
-		r->size = have_size ? r->size : r->rank_base + r->count;
-	if (!r->nspace[0]) {
-		const char *base = strrchr(r->argv[0], '/');
-		base = base ? base + 1 : r->argv[0];
-		snprintf(r->nspace, sizeof(r->nspace), "%.200s.%d",
+	if (!o->size || o->size < o->rank_base + o->count)
+		o->size = a->have_size ? o->size : o->rank_base + o->count;
+	if (!o->nspace[0]) {
+		const char *base = strrchr(o->argv[0], '/');
+		base = base ? base + 1 : o->argv[0];
+		snprintf(o->nspace, sizeof(o->nspace), "%.200s.%d",
 			 base[0] && strcmp(base, ".") && strcmp(base, "..")
 			     ? base
 			     : "job",
 			 (int)getpid());
 	}
-	if (!r->addr)
-		r->addr = net_default_connect_addr();
+	if (!o->addr)
+		o->addr = net_default_connect_addr();
 	return 0;
+}
+
+/* 0, RUN_ARGS_EXIT (--help, --version: exit 0) or -EINVAL (said why). */
+static int parse_args(struct run_opts *o, iofs_log_t *log, int argc,
+		      char **argv)
+{
+	struct option lo[RUN_OPTIONS];
+	char so[2 * RUN_OPTIONS + 2];
+	struct run_args a = {.o = o};
+	int c;
+
+	opt_getopt(lo, so, sizeof(so));
+	o->count = 1;
+	while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {
+		const struct run_option *t = opt_find(c);
+		int rc = t ? t->set(&a, t, optarg) : -EINVAL;
+		if (!t)
+			usage(stderr);
+		if (rc != 0)
+			return rc;
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "iofs-run: no COMMAND given\n");
+		usage(stderr);
+		return -EINVAL;
+	}
+	o->argv = argv + optind;
+	/* quiet by default (the job's own output shares the terminal):
+	 * warnings; -v adds information, -vv debugging */
+	iofs_log_set_level(log, o->verbose ? LOG_INFO + (int)o->verbose - 1
+					   : LOG_WARNING);
+	return opt_defaults(&a, log);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -231,16 +340,19 @@ static void final_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct run *r = arg;
 
-	link_down(r, "no final acknowledgement from the daemon within 10 s");
+	run_link_down(&r->link,
+		      "no final acknowledgement from the daemon within 10 s");
 	event_base_loopbreak(r->base);
 }
 
-void run_check_finish(struct run *r)
+/* The link's settled hook: every rank exited and the daemon has it all? */
+static void run_check_finish(void *arg)
 {
-	if (!r->kids || r->exited < r->count)
+	struct run *r = arg;
+
+	if (!run_kids_done(&r->kids))
 		return;
-	if (!r->linked || (r->acked_exits == r->exits_sent &&
-			   r->acked_bytes == r->sent_bytes)) {
+	if (!run_link_up(&r->link) || run_link_settled(&r->link)) {
 		event_base_loopbreak(r->base);
 		return;
 	}
@@ -258,13 +370,10 @@ static void sig_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct run *r = arg;
 
-	if (sig == SIGCHLD) {
-		children_reap(r);
-		return;
-	}
-	for (uint32_t i = 0; i < r->count; i++)
-		if (r->kids[i].pid > 0 && !r->kids[i].reaped)
-			kill(r->kids[i].pid, (int)sig);
+	if (sig == SIGCHLD)
+		run_kids_reap(&r->kids);
+	else
+		run_kids_signal(&r->kids, (int)sig);
 }
 
 static int setup_signals(struct run *r)
@@ -275,95 +384,72 @@ static int setup_signals(struct run *r)
 	for (int i = 0; i < 4; i++) {
 		r->sigs[i] = evsignal_new(r->base, sigs[i], sig_cb, r);
 		if (!r->sigs[i] || evsignal_add(r->sigs[i], NULL) < 0)
-			return -1;
+			return -ENOMEM;
 	}
 	return 0;
 }
 
 static void release_run(struct run *r)
 {
-	link_close(r);
-	children_free(r);
+	run_link_release(&r->link);
+	run_kids_release(&r->kids);
 	for (int i = 0; i < 4; i++)
-		if (r->sigs[i])
+		if (r->sigs[i]) {
 			event_free(r->sigs[i]);
-	if (r->final_timer)
+			r->sigs[i] = NULL;
+		}
+	if (r->final_timer) {
 		event_free(r->final_timer);
-	if (r->base)
+		r->final_timer = NULL;
+	}
+	if (r->base) {
 		event_base_free(r->base);
-	free(r->scratch);
+		r->base = NULL;
+	}
 	iofs_log_free(r->log);
 	r->log = NULL;
 }
 
-/* Three pipes per rank: -n 1000 needs more than the usual 1024 fds. */
-static void raise_nofile(struct run *r)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return;
-	r->nofile_soft = rl.rlim_cur; /* the ranks get this one back */
-	r->nofile_raised = rl.rlim_cur < rl.rlim_max;
-	if (r->nofile_raised) {
-		rl.rlim_cur = rl.rlim_max;
-		r->nofile_raised = setrlimit(RLIMIT_NOFILE, &rl) == 0;
-	}
-}
-
 int main(int argc, char **argv)
 {
-	struct run run = {.link_fd = -1};
+	struct run run = {0};
 	struct run *r = &run;
 	int rc = 1;
 
+	run_link_init(&r->link, NULL, &r->o, NULL, &r->kids, run_check_finish,
+		      r);
 	if (iofs_log_new("iofs-run", &r->log) < 0)
 		return 1;
-	if (parse_args(r, argc, argv) < 0) {
+	rc = parse_args(&r->o, r->log, argc, argv);
+	if (rc != 0) {
 		iofs_log_free(r->log);
-		return 2;
+		return rc > 0 ? 0 : 2;
 	}
-	raise_nofile(r);
+	rc = 1;
 	r->base = event_base_new();
-	r->scratch = malloc(RUN_READ_CHUNK);
-	r->kids = calloc(r->count, sizeof(*r->kids));
-	if (!r->base || !r->scratch || !r->kids)
+	if (!r->base || run_kids_init(&r->kids, r->base, &r->o, r->log,
+				      &run_link_kids_ops, &r->link) < 0)
 		goto out_release;
+	run_link_init(&r->link, r->base, &r->o, r->log, &r->kids,
+		      run_check_finish, r);
 	r->final_timer = evtimer_new(r->base, final_timeout_cb, r);
 	if (!r->final_timer || setup_signals(r) < 0)
 		goto out_release;
 
-	if (link_open(r) < 0 && r->strict)
+	if (run_link_open(&r->link) < 0 && r->o.strict)
 		goto out_release;
-	if (link_start(r) < 0 && r->strict)
+	if (run_link_start(&r->link) < 0 && r->o.strict)
 		goto out_release;
-	for (uint32_t i = 0; i < r->count; i++) {
-		struct child *ch = &r->kids[i];
-		ch->rank = r->rank_base + i;
-		if (child_spawn(r, ch) < 0) {
-			/* Counted as exited with 127; the others still run. */
-			if (ch->pid > 0)
-				kill(ch->pid, SIGKILL);
-			ch->pid = -1;
-			ch->reaped = ch->exit_sent = true;
-			r->exited++;
-			if (!r->have_code) {
-				r->have_code = true;
-				r->exit_code = 127;
-			}
-		}
-	}
-	children_reap(r); /* a child may have exited before the loop */
-	if (r->exited < r->count)
+	run_kids_spawn(&r->kids);
+	run_kids_reap(&r->kids); /* a child may have exited before the loop */
+	if (!run_kids_done(&r->kids))
 		event_base_dispatch(r->base);
-	if (r->failed_strict)
-		rc = 1;
-	else
-		rc = r->exit_code;
-	if (r->xoff_rx || r->xon_rx)
-		run_log(r, LOG_INFO, "XOFF received %llu, XON received %llu",
-			(unsigned long long)r->xoff_rx,
-			(unsigned long long)r->xon_rx);
+	rc = r->link.failed_strict ? 1 : r->kids.exit_code;
+	if (r->link.xoff_rx || r->link.xon_rx)
+		run_log(r->log, LOG_INFO,
+			"XOFF received %llu, XON received %llu",
+			(unsigned long long)r->link.xoff_rx,
+			(unsigned long long)r->link.xon_rx);
 out_release:
 	release_run(r);
 	return rc;

@@ -22,7 +22,35 @@
 
 #include "net/run_i.h"
 
-void local_write(uint32_t channel, const uint8_t *buf, size_t len)
+struct run_chan {
+	struct child *ch;
+	uint32_t channel; /* ROUTER_CH_STDOUT / STDERR */
+	int fd;		  /* our read end, -1 once closed (or inherited) */
+	struct event *ev;
+	unsigned susp; /* RUN_SUSP_* */
+	bool armed;    /* ev is added */
+};
+
+struct child {
+	struct run_kids *k;
+	uint32_t rank;
+	pid_t pid;
+	bool reaped;
+	int wstatus;
+	bool exit_sent;
+	struct run_chan out, err;
+	int in_fd; /* our write end of its stdin, -1 closed */
+	struct event *in_ev;
+	struct evbuffer *in_q; /* owned: STDIN bytes not yet written */
+	bool in_eof;	       /* close once in_q is written */
+	bool in_xoff;	       /* we sent XOFF(stdin) */
+	uint64_t in_discarded; /* stdin bytes dropped (child gone) */
+	uint64_t in_xoffs, in_xons;
+	uint64_t in_recv;  /* STDIN bytes received for this rank */
+	uint64_t in_acked; /* in_recv - queued, as last sent in STDIN_ACK */
+};
+
+void run_local_write(uint32_t channel, const uint8_t *buf, size_t len)
 {
 	int fd = channel == ROUTER_CH_STDERR ? 2 : 1;
 
@@ -37,7 +65,8 @@ void local_write(uint32_t channel, const uint8_t *buf, size_t len)
 	}
 }
 
-void chan_update(struct run_chan *c)
+/* (Re)arm per its suspend bits. */
+static void chan_update(struct run_chan *c)
 {
 	bool want = c->fd >= 0 && c->susp == 0;
 
@@ -59,14 +88,16 @@ static void chan_close(struct run_chan *c)
 	c->armed = false;
 	close(c->fd);
 	c->fd = -1;
-	link_send_complete(c->ch->run, c->ch, c->channel);
+	c->ch->k->ops->complete(c->ch->k->ops_ctx, c->ch->rank, c->channel);
 }
+
+static void child_check_done(struct child *ch);
 
 static void chan_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct run_chan *c = arg;
-	struct run *r = c->ch->run;
-	uint8_t *buf = r->scratch;
+	struct run_kids *k = c->ch->k;
+	uint8_t *buf = k->scratch;
 	ssize_t n = read(c->fd, buf, RUN_READ_CHUNK);
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -76,7 +107,7 @@ static void chan_read_cb(evutil_socket_t fd, short what, void *arg)
 		child_check_done(c->ch);
 		return;
 	}
-	link_send_data(r, c->ch, c->channel, buf, (size_t)n);
+	k->ops->data(k->ops_ctx, c->ch->rank, c->channel, buf, (size_t)n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -91,12 +122,22 @@ static void stdin_ack(struct child *ch)
 	if (done == ch->in_acked)
 		return;
 	ch->in_acked = done;
-	link_send_stdin_ack(ch->run, ch, done);
+	ch->k->ops->stdin_ack(ch->k->ops_ctx, ch->rank, done);
+}
+
+/* Tell the link we hold its stdin back (@xoff) or take it again. */
+static void stdin_xoff(struct child *ch, bool xoff)
+{
+	ch->in_xoff = xoff;
+	if (xoff)
+		ch->in_xoffs++;
+	else
+		ch->in_xons++;
+	ch->k->ops->stdin_flow(ch->k->ops_ctx, ch->rank, xoff);
 }
 
 static void stdin_close(struct child *ch)
 {
-	struct run *r = ch->run;
 	size_t left = ch->in_q ? evbuffer_get_length(ch->in_q) : 0;
 
 	if (left) {
@@ -104,11 +145,8 @@ static void stdin_close(struct child *ch)
 		evbuffer_drain(ch->in_q, left);
 	}
 	stdin_ack(ch);
-	if (ch->in_xoff) { /* every XOFF is released: the counters pair */
-		ch->in_xoff = false;
-		ch->in_xons++;
-		link_send_flow(r, ch, false);
-	}
+	if (ch->in_xoff) /* every XOFF is released: the counters pair */
+		stdin_xoff(ch, false);
 	if (ch->in_fd >= 0) {
 		event_del(ch->in_ev);
 		close(ch->in_fd);
@@ -121,15 +159,10 @@ static void stdin_flow(struct child *ch)
 	size_t q = evbuffer_get_length(ch->in_q);
 
 	stdin_ack(ch);
-	if (!ch->in_xoff && q > RUN_STDIN_HIGH) {
-		ch->in_xoff = true;
-		ch->in_xoffs++;
-		link_send_flow(ch->run, ch, true);
-	} else if (ch->in_xoff && q <= RUN_STDIN_LOW) {
-		ch->in_xoff = false;
-		ch->in_xons++;
-		link_send_flow(ch->run, ch, false);
-	}
+	if (!ch->in_xoff && q > RUN_STDIN_HIGH)
+		stdin_xoff(ch, true);
+	else if (ch->in_xoff && q <= RUN_STDIN_LOW)
+		stdin_xoff(ch, false);
 }
 
 static void stdin_write_cb(evutil_socket_t fd, short what, void *arg)
@@ -155,7 +188,7 @@ static void stdin_write_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-void child_stdin_push(struct child *ch, const uint8_t *buf, size_t len)
+static void stdin_push(struct child *ch, const uint8_t *buf, size_t len)
 {
 	ch->in_recv += len;
 	if (ch->in_fd < 0) {
@@ -178,7 +211,7 @@ void child_stdin_push(struct child *ch, const uint8_t *buf, size_t len)
 	stdin_flow(ch);
 }
 
-void child_stdin_eof(struct child *ch)
+static void stdin_eof(struct child *ch)
 {
 	ch->in_eof = true;
 	if (ch->in_fd >= 0 && evbuffer_get_length(ch->in_q) == 0)
@@ -196,17 +229,18 @@ static void set_env_u32(const char *name, uint32_t v)
 }
 
 /* In the child, after fork: never returns. */
-static void exec_child(struct run *r, struct child *ch, const int in[2],
+static void exec_child(struct run_kids *k, struct child *ch, const int in[2],
 		       const int out[2], const int err[2])
 {
+	const struct run_opts *o = k->o;
 	sigset_t none;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (r->nofile_raised) {
+	if (k->nofile_raised) {
 		struct rlimit rl;
 		getrlimit(RLIMIT_NOFILE, &rl);
-		rl.rlim_cur = r->nofile_soft;
+		rl.rlim_cur = k->nofile_soft;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	signal(SIGPIPE, SIG_DFL);
@@ -216,12 +250,12 @@ static void exec_child(struct run *r, struct child *ch, const int in[2],
 		_exit(127);
 	if (err[1] >= 0 && dup2(err[1], 2) < 0)
 		_exit(127);
-	setenv("IOFS_NSPACE", r->nspace, 1);
+	setenv("IOFS_NSPACE", o->nspace, 1);
 	set_env_u32("IOFS_RANK", ch->rank);
-	set_env_u32("IOFS_SIZE", r->size);
-	execvp(r->argv[0], r->argv);
+	set_env_u32("IOFS_SIZE", o->size);
+	execvp(o->argv[0], o->argv);
 	/* on the rank's own stderr, as a shell would say it */
-	run_log(r, LOG_ERR, "cannot execute %s: %s", r->argv[0],
+	run_log(k->log, LOG_ERR, "cannot execute %s: %s", o->argv[0],
 		strerror(errno));
 	_exit(errno == ENOENT ? 127 : 126);
 }
@@ -234,18 +268,19 @@ static void close_pair(int p[2])
 	p[0] = p[1] = -1;
 }
 
-int child_spawn(struct run *r, struct child *ch)
+static int child_spawn(struct run_kids *k, struct child *ch)
 {
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+	bool linked = k->ops->linked(k->ops_ctx);
 	int e;
 
-	ch->run = r;
+	ch->k = k;
 	ch->in_fd = ch->out.fd = ch->err.fd = -1;
 	ch->out.ch = ch->err.ch = ch;
 	ch->out.channel = ROUTER_CH_STDOUT;
 	ch->err.channel = ROUTER_CH_STDERR;
 	/* Without a daemon the child simply inherits our stdio. */
-	if (r->linked) {
+	if (linked) {
 		if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) ||
 		    pipe2(err, O_CLOEXEC))
 			goto fail_pipes;
@@ -254,8 +289,8 @@ int child_spawn(struct run *r, struct child *ch)
 	if (ch->pid < 0)
 		goto fail_pipes;
 	if (ch->pid == 0)
-		exec_child(r, ch, in, out, err);
-	if (!r->linked)
+		exec_child(k, ch, in, out, err);
+	if (!linked)
 		return 0;
 	close(in[0]);
 	close(out[1]);
@@ -267,15 +302,15 @@ int child_spawn(struct run *r, struct child *ch)
 	fcntl(ch->out.fd, F_SETFL, O_NONBLOCK);
 	fcntl(ch->err.fd, F_SETFL, O_NONBLOCK);
 	ch->in_q = evbuffer_new();
-	ch->in_ev = event_new(r->base, ch->in_fd, EV_WRITE | EV_PERSIST,
+	ch->in_ev = event_new(k->base, ch->in_fd, EV_WRITE | EV_PERSIST,
 			      stdin_write_cb, ch);
-	ch->out.ev = event_new(r->base, ch->out.fd, EV_READ | EV_PERSIST,
+	ch->out.ev = event_new(k->base, ch->out.fd, EV_READ | EV_PERSIST,
 			       chan_read_cb, &ch->out);
-	ch->err.ev = event_new(r->base, ch->err.fd, EV_READ | EV_PERSIST,
+	ch->err.ev = event_new(k->base, ch->err.fd, EV_READ | EV_PERSIST,
 			       chan_read_cb, &ch->err);
 	if (!ch->in_q || !ch->in_ev || !ch->out.ev || !ch->err.ev)
 		return -ENOMEM; /* the caller kills and frees */
-	link_send_rank_start(r, ch);
+	k->ops->rank_start(k->ops_ctx, ch->rank, ch->pid);
 	chan_update(&ch->out);
 	chan_update(&ch->err);
 	return 0;
@@ -285,13 +320,15 @@ fail_pipes:
 	close_pair(in);
 	close_pair(out);
 	close_pair(err);
-	run_log(r, LOG_ERR, "cannot start rank %u: %s", ch->rank, strerror(e));
+	run_log(k->log, LOG_ERR, "cannot start rank %u: %s", ch->rank,
+		strerror(e));
 	return -e;
 }
 
-void child_check_done(struct child *ch)
+/* Called on EOF/exit events: send COMPLETE/EXIT when a child is done. */
+static void child_check_done(struct child *ch)
 {
-	struct run *r = ch->run;
+	struct run_kids *k = ch->k;
 
 	if (!ch->reaped || ch->exit_sent || ch->out.fd >= 0 || ch->err.fd >= 0)
 		return;
@@ -299,30 +336,29 @@ void child_check_done(struct child *ch)
 	ch->in_eof = true;
 	stdin_close(ch); /* XON before EXIT if we had XOFFed stdin */
 	if (ch->in_discarded)
-		run_log(r, LOG_INFO,
+		run_log(k->log, LOG_INFO,
 			"rank %u: discarded %llu bytes of stdin it did not "
 			"read",
 			ch->rank, (unsigned long long)ch->in_discarded);
-	link_send_exit(r, ch);
 	int code = WIFSIGNALED(ch->wstatus) ? 128 + WTERMSIG(ch->wstatus)
 					    : WEXITSTATUS(ch->wstatus);
-	if (code && !r->have_code) {
-		r->have_code = true;
-		r->exit_code = code;
+	if (code && !k->have_code) {
+		k->have_code = true;
+		k->exit_code = code;
 	}
-	r->exited++;
-	run_check_finish(r);
+	k->exited++;
+	k->ops->exit(k->ops_ctx, ch->rank, ch->wstatus); /* the last: finish */
 }
 
-void children_reap(struct run *r)
+void run_kids_reap(struct run_kids *k)
 {
 	for (;;) {
 		int st;
 		pid_t pid = waitpid(-1, &st, WNOHANG);
 		if (pid <= 0)
 			return;
-		for (uint32_t i = 0; i < r->count; i++) {
-			struct child *ch = &r->kids[i];
+		for (uint32_t i = 0; k->kids && i < k->o->count; i++) {
+			struct child *ch = &k->kids[i];
 			if (ch->pid == pid && !ch->reaped) {
 				ch->reaped = true;
 				ch->wstatus = st;
@@ -333,12 +369,14 @@ void children_reap(struct run *r)
 	}
 }
 
-void children_free(struct run *r)
+void run_kids_release(struct run_kids *k)
 {
-	if (!r->kids)
+	free(k->scratch);
+	k->scratch = NULL;
+	if (!k->kids)
 		return;
-	for (uint32_t i = 0; i < r->count; i++) {
-		struct child *ch = &r->kids[i];
+	for (uint32_t i = 0; i < k->o->count; i++) {
+		struct child *ch = &k->kids[i];
 		if (ch->out.fd >= 0)
 			close(ch->out.fd);
 		if (ch->err.fd >= 0)
@@ -354,6 +392,129 @@ void children_free(struct run *r)
 		if (ch->in_q)
 			evbuffer_free(ch->in_q);
 	}
-	free(r->kids);
-	r->kids = NULL;
+	free(k->kids);
+	k->kids = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The link's and run.c's calls                                              */
+
+/* Three pipes per rank: -n 1000 needs more than the usual 1024 fds. */
+static void raise_nofile(struct run_kids *k)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	k->nofile_soft = rl.rlim_cur; /* the ranks get this one back */
+	k->nofile_raised = rl.rlim_cur < rl.rlim_max;
+	if (k->nofile_raised) {
+		rl.rlim_cur = rl.rlim_max;
+		k->nofile_raised = setrlimit(RLIMIT_NOFILE, &rl) == 0;
+	}
+}
+
+int run_kids_init(struct run_kids *k, struct event_base *base,
+		  const struct run_opts *o, iofs_log_t *log,
+		  const struct run_kids_ops *ops, void *ops_ctx)
+{
+	*k = (struct run_kids){
+	    .base = base, .o = o, .log = log, .ops = ops, .ops_ctx = ops_ctx};
+	raise_nofile(k);
+	k->scratch = malloc(RUN_READ_CHUNK);
+	k->kids = calloc(o->count, sizeof(*k->kids));
+	if (!k->scratch || !k->kids) {
+		run_kids_release(k);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < o->count; i++) {
+		struct child *ch = &k->kids[i];
+		ch->k = k;
+		ch->rank = o->rank_base + i;
+		ch->in_fd = ch->out.fd = ch->err.fd = -1;
+	}
+	return 0;
+}
+
+void run_kids_spawn(struct run_kids *k)
+{
+	for (uint32_t i = 0; i < k->o->count; i++) {
+		struct child *ch = &k->kids[i];
+		if (child_spawn(k, ch) < 0) {
+			/* Counted as exited with 127; the others still run. */
+			if (ch->pid > 0)
+				kill(ch->pid, SIGKILL);
+			ch->pid = -1;
+			ch->reaped = ch->exit_sent = true;
+			k->exited++;
+			if (!k->have_code) {
+				k->have_code = true;
+				k->exit_code = 127;
+			}
+		}
+	}
+}
+
+void run_kids_signal(struct run_kids *k, int sig)
+{
+	for (uint32_t i = 0; k->kids && i < k->o->count; i++)
+		if (k->kids[i].pid > 0 && !k->kids[i].reaped)
+			kill(k->kids[i].pid, sig);
+}
+
+bool run_kids_done(const struct run_kids *k)
+{
+	return k->kids && k->exited >= k->o->count;
+}
+
+static struct child *kid(struct run_kids *k, uint32_t rank)
+{
+	return &k->kids[rank - k->o->rank_base]; /* the decoder checked it */
+}
+
+static void chan_suspend(struct run_chan *c, unsigned bit, bool on)
+{
+	unsigned old = c->susp;
+
+	if (on)
+		c->susp |= bit;
+	else
+		c->susp &= ~bit;
+	if (old != c->susp)
+		chan_update(c);
+}
+
+void run_kids_suspend(struct run_kids *k, uint32_t rank, uint32_t channel,
+		      unsigned bit, bool on)
+{
+	struct child *ch = kid(k, rank);
+
+	chan_suspend(channel == ROUTER_CH_STDERR ? &ch->err : &ch->out, bit,
+		     on);
+}
+
+void run_kids_suspend_all(struct run_kids *k, unsigned bit, bool on)
+{
+	for (uint32_t i = 0; k->kids && i < k->o->count; i++) {
+		chan_suspend(&k->kids[i].out, bit, on);
+		chan_suspend(&k->kids[i].err, bit, on);
+	}
+}
+
+void run_kids_stdin_push(struct run_kids *k, uint32_t rank, const uint8_t *buf,
+			 size_t len)
+{
+	stdin_push(kid(k, rank), buf, len);
+}
+
+void run_kids_stdin_eof(struct run_kids *k, uint32_t rank)
+{
+	stdin_eof(kid(k, rank));
+}
+
+void run_kids_unlinked(struct run_kids *k)
+{
+	run_kids_suspend_all(k, RUN_SUSP_XOFF | RUN_SUSP_CREDIT, false);
+	for (uint32_t i = 0; k->kids && i < k->o->count; i++)
+		stdin_eof(&k->kids[i]);
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iofs-run internals: run.c (options, environment, main loop, exit),
- * run_child.c (children, pipes, stdin queues), run_link.c (the connection
- * to the daemon: HELLO, frames, ACK accounting, fallback), run_env.c (rank,
- * size and job name from the launcher's environment).
+ * iofs-run internals: run.c (options, main loop, finish, exit status),
+ * run_child.c (children, pipes, stdin queues: struct run_kids),
+ * run_link.c (the connection to the daemon: HELLO, frames, ACK accounting,
+ * fallback: struct run_link), run_env.c (rank, size and job name from the
+ * launcher's environment).  The children talk to the link only through
+ * struct run_kids_ops; the link talks to them only through run_kids_*().
  */
 #ifndef IOFS_NET_RUN_I_H
 #define IOFS_NET_RUN_I_H
@@ -39,35 +41,93 @@ enum {
 	RUN_SUSP_CREDIT = 1u << 1, /* too much output not yet ACKed */
 };
 
+/* What the command line and the launcher say (run.c fills it in). */
+struct run_opts {
+	const char *addr;
+	const char *munge_socket; /* --munge-socket, else $MUNGE_SOCKET */
+	/* the job name; the link renames it when the daemon says so, before
+	 * any child is started */
+	char nspace[ROUTER_NSPACE_MAX + 1];
+	uint32_t rank_base, count, size;
+	router_directives_t dirs;
+	bool strict;
+	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
+	char **argv;
+};
+
+/* One line on our stderr through the logger (levels: iofs-run(1) -v). */
+void run_log(iofs_log_t *log, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------------------------ */
+/* run_child.c: the children, their pipes and stdin queues                   */
+
 struct child;
+struct run_kids;
 
-struct run_chan {
-	struct child *ch;
-	uint32_t channel; /* ROUTER_CH_STDOUT / STDERR */
-	int fd;		  /* our read end, -1 once closed (or inherited) */
-	struct event *ev;
-	unsigned susp; /* RUN_SUSP_* */
-	bool armed;    /* ev is added */
+/* What the children tell the link (run_link.c implements it). */
+struct run_kids_ops {
+	/* true: give the children pipes; false: they inherit our stdio */
+	bool (*linked)(void *ctx);
+	void (*rank_start)(void *ctx, uint32_t rank, pid_t pid);
+	/* output bytes of @rank's @channel */
+	void (*data)(void *ctx, uint32_t rank, uint32_t channel,
+		     const uint8_t *buf, size_t len);
+	void (*complete)(void *ctx, uint32_t rank, uint32_t channel);
+	/* the rank's stdin queue passed its high mark (@xoff) or drained */
+	void (*stdin_flow)(void *ctx, uint32_t rank, bool xoff);
+	/* @done stdin bytes of @rank left its queue (written or dropped) */
+	void (*stdin_ack)(void *ctx, uint32_t rank, uint64_t done);
+	/* the rank exited (and its pipes closed) with @wstatus */
+	void (*exit)(void *ctx, uint32_t rank, int wstatus);
 };
 
-struct child {
-	struct run *run;
-	uint32_t rank;
-	pid_t pid;
-	bool reaped;
-	int wstatus;
-	bool exit_sent;
-	struct run_chan out, err;
-	int in_fd; /* our write end of its stdin, -1 closed */
-	struct event *in_ev;
-	struct evbuffer *in_q; /* owned: STDIN bytes not yet written */
-	bool in_eof;	       /* close once in_q is written */
-	bool in_xoff;	       /* we sent XOFF(stdin) */
-	uint64_t in_discarded; /* stdin bytes dropped (child gone) */
-	uint64_t in_xoffs, in_xons;
-	uint64_t in_recv;  /* STDIN bytes received for this rank */
-	uint64_t in_acked; /* in_recv - queued, as last sent in STDIN_ACK */
+struct run_kids {
+	struct event_base *base;
+	const struct run_opts *o;
+	iofs_log_t *log;
+	const struct run_kids_ops *ops;
+	void *ops_ctx;
+	struct child *kids; /* o->count entries, owned; NULL before spawn */
+	uint32_t exited;
+	int exit_code; /* first non-zero, else 0 */
+	bool have_code;
+	uint8_t *scratch;	   /* RUN_READ_CHUNK bytes, owned */
+	unsigned long nofile_soft; /* RLIMIT_NOFILE soft limit at start */
+	bool nofile_raised;
 };
+
+/* 0 or -ENOMEM; raises RLIMIT_NOFILE (three pipes per rank). */
+int run_kids_init(struct run_kids *k, struct event_base *base,
+		  const struct run_opts *o, iofs_log_t *log,
+		  const struct run_kids_ops *ops, void *ops_ctx);
+/* Start every rank; one that cannot start counts as exited with 127. */
+void run_kids_spawn(struct run_kids *k);
+/* Reap children (SIGCHLD). */
+void run_kids_reap(struct run_kids *k);
+/* Send @sig to every child not yet reaped. */
+void run_kids_signal(struct run_kids *k, int sig);
+/* All ranks exited (EXIT sent for each)? */
+bool run_kids_done(const struct run_kids *k);
+/* Set (@on) or clear suspend reason @bit on one output channel, or on
+ * every channel (run_kids_suspend_all); the pipe is read while none is. */
+void run_kids_suspend(struct run_kids *k, uint32_t rank, uint32_t channel,
+		      unsigned bit, bool on);
+void run_kids_suspend_all(struct run_kids *k, unsigned bit, bool on);
+/* STDIN bytes for @rank, and its end of file. */
+void run_kids_stdin_push(struct run_kids *k, uint32_t rank, const uint8_t *buf,
+			 size_t len);
+void run_kids_stdin_eof(struct run_kids *k, uint32_t rank);
+/* The link is gone: nobody will XON us or send stdin any more (every
+ * suspend reason cleared, every stdin at end of file). */
+void run_kids_unlinked(struct run_kids *k);
+/* Idempotent. */
+void run_kids_release(struct run_kids *k);
+/* Write @len bytes to our own fd 1/2 (fallback). */
+void run_local_write(uint32_t channel, const uint8_t *buf, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* run_link.c: the connection to the daemon                                  */
 
 /* A DATA frame sent but not acknowledged yet (replayed on fallback). */
 struct unacked {
@@ -77,25 +137,16 @@ struct unacked {
 	uint8_t bytes[];
 };
 
-struct run {
+struct run_link {
 	struct event_base *base;
-	/* options */
-	const char *addr;
-	const char *munge_socket; /* --munge-socket, else $MUNGE_SOCKET */
-	char nspace[ROUTER_NSPACE_MAX + 1];
-	uint32_t rank_base, count, size;
-	router_directives_t dirs;
-	bool strict;
-	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
-	iofs_log_t *log;  /* owned: stderr, "iofs-run: " */
-	char **argv;
-	/* children */
-	struct child *kids; /* count entries, owned */
-	uint32_t exited;
-	int exit_code; /* first non-zero, else 0 */
-	bool have_code;
-	/* link */
-	int link_fd;		 /* socket before the bufferevent takes it */
+	struct run_opts *o; /* o->nspace may be renamed by the daemon */
+	iofs_log_t *log;
+	struct run_kids *kids; /* calls into the children */
+	/* called when the link may have settled (an ACK, the last EXIT
+	 * sent, the link down): run.c checks whether to finish */
+	void (*settled)(void *ctx);
+	void *settled_ctx;
+	int fd;			 /* socket before the bufferevent takes it */
 	struct bufferevent *bev; /* output only, owns the fd; NULL if down */
 	struct event *rev;	 /* our read event on the socket */
 	bool linked;		 /* HELLO accepted, connection alive */
@@ -107,52 +158,26 @@ struct run {
 	struct unacked *uq_head, *uq_tail; /* owned */
 	size_t uq_bytes;
 	uint64_t xoff_rx, xon_rx;
-	/* finish */
-	bool finishing;
-	struct event *final_timer;
-	struct event *sigs[4];
-	uint8_t *scratch;	   /* RUN_READ_CHUNK bytes, owned */
-	unsigned long nofile_soft; /* RLIMIT_NOFILE soft limit at start */
-	bool nofile_raised;
 };
 
-/* One line on our stderr through the logger (levels: iofs-run(1) -v). */
-void run_log(struct run *r, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The children's view of the link (struct run_kids_ops, ctx: the link). */
+extern const struct run_kids_ops run_link_kids_ops;
 
-/* run_link.c */
+void run_link_init(struct run_link *l, struct event_base *base,
+		   struct run_opts *o, iofs_log_t *log, struct run_kids *kids,
+		   void (*settled)(void *ctx), void *settled_ctx);
 /* Connect and exchange HELLO/WELCOME synchronously (bounded).  0 = linked;
- * otherwise the link is down and the caller falls back (warned). */
-int link_open(struct run *r);
+ * -ENOTCONN: the link is down and the caller falls back (warned). */
+int run_link_open(struct run_link *l);
 /* Wrap the socket in a bufferevent once the children exist. */
-int link_start(struct run *r);
-void link_send_rank_start(struct run *r, struct child *ch);
-void link_send_data(struct run *r, struct child *ch, uint32_t channel,
-		    const uint8_t *buf, size_t len);
-void link_send_complete(struct run *r, struct child *ch, uint32_t channel);
-void link_send_flow(struct run *r, struct child *ch, bool xoff);
-/* STDIN_ACK: @done stdin bytes of @ch left its queue (written or dropped). */
-void link_send_stdin_ack(struct run *r, struct child *ch, uint64_t done);
-void link_send_exit(struct run *r, struct child *ch);
+int run_link_start(struct run_link *l);
+/* Up, and everything sent acknowledged? */
+bool run_link_up(const struct run_link *l);
+bool run_link_settled(const struct run_link *l);
 /* The link failed: warn once, replay unacked output locally. */
-void link_down(struct run *r, const char *why);
-void link_close(struct run *r);
-
-/* run_child.c */
-int child_spawn(struct run *r, struct child *ch);
-void chan_update(struct run_chan *c); /* (re)arm per its suspend bits */
-void child_stdin_push(struct child *ch, const uint8_t *buf, size_t len);
-void child_stdin_eof(struct child *ch);
-/* Reap children (SIGCHLD). */
-void children_reap(struct run *r);
-/* Called on EOF/exit events: send COMPLETE/EXIT when a child is done. */
-void child_check_done(struct child *ch);
-void children_free(struct run *r);
-/* Write @len bytes to our own fd 1/2 (fallback). */
-void local_write(uint32_t channel, const uint8_t *buf, size_t len);
-
-/* run.c */
-void run_check_finish(struct run *r);
+void run_link_down(struct run_link *l, const char *why);
+/* Idempotent. */
+void run_link_release(struct run_link *l);
 
 /* run_env.c: what the launcher that started us says (innermost wins). */
 struct run_env {
@@ -166,7 +191,7 @@ struct run_launch {
 	char nspace[ROUTER_NSPACE_MAX + 1]; /* "" if the launcher names none */
 };
 void run_env_launch(const struct run_env *e, struct run_launch *l);
-/* Decimal 0..ROUTER_RANK_MAX, nothing else: 0, else -1. */
+/* Decimal 0..ROUTER_RANK_MAX, nothing else: 0, else -1 (a yes/no test). */
 int run_parse_u32(const char *s, uint32_t *out);
 
 #endif /* IOFS_NET_RUN_I_H */

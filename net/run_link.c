@@ -55,7 +55,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
  * daemon would read our output and feed our stdin.  0 or -EPERM with the
  * reason in @why.
  */
-static int peer_trusted(struct run *r, int fd, char *why, size_t whylen)
+static int peer_trusted(struct run_link *l, int fd, char *why, size_t whylen)
 {
 	struct ucred uc;
 	socklen_t len = sizeof(uc);
@@ -63,7 +63,7 @@ static int peer_trusted(struct run *r, int fd, char *why, size_t whylen)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0) {
 		snprintf(why, whylen,
 			 "refusing %s: cannot learn who listens there (%s)",
-			 r->addr, strerror(errno));
+			 l->o->addr, strerror(errno));
 		return -EPERM;
 	}
 	if (uc.uid == 0 || uc.uid == getuid())
@@ -72,15 +72,15 @@ static int peer_trusted(struct run *r, int fd, char *why, size_t whylen)
 		 "refusing %s: the process listening there (pid %d) runs as "
 		 "uid %u, neither root nor you (uid %u): not an iofs daemon "
 		 "you can trust, nothing sent",
-		 r->addr, (int)uc.pid, (unsigned)uc.uid, (unsigned)getuid());
+		 l->o->addr, (int)uc.pid, (unsigned)uc.uid, (unsigned)getuid());
 	return -EPERM;
 }
 
-static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
+static int connect_to(struct run_link *l, char *why, size_t whylen, int64_t dl)
 {
 	struct net_addr a;
 	char err[256];
-	int rc = net_addr_parse(r->addr, &a, err, sizeof(err));
+	int rc = net_addr_parse(l->o->addr, &a, err, sizeof(err));
 
 	if (rc < 0) {
 		snprintf(why, whylen, "%s", err);
@@ -97,7 +97,7 @@ static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 		if (rc < 0) {
 			close(fd);
 			snprintf(why, whylen, "cannot connect to %s: %s",
-				 r->addr, strerror(-rc));
+				 l->o->addr, strerror(-rc));
 			return rc;
 		}
 		int soerr = 0;
@@ -109,7 +109,7 @@ static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 		}
 	}
 	if (a.family == AF_UNIX &&
-	    (rc = peer_trusted(r, fd, why, whylen)) < 0) {
+	    (rc = peer_trusted(l, fd, why, whylen)) < 0) {
 		close(fd);
 		return rc;
 	}
@@ -119,12 +119,12 @@ static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 fail_close:
 	rc = -errno;
 	close(fd);
-	snprintf(why, whylen, "cannot connect to %s: %s", r->addr,
+	snprintf(why, whylen, "cannot connect to %s: %s", l->o->addr,
 		 strerror(-rc));
 	return rc;
 fail_errno:
 	rc = -errno;
-	snprintf(why, whylen, "cannot connect to %s: %s", r->addr,
+	snprintf(why, whylen, "cannot connect to %s: %s", l->o->addr,
 		 strerror(-rc));
 	return rc;
 }
@@ -152,7 +152,7 @@ static int write_all(int fd, const uint8_t *b, size_t n, int64_t dl)
 }
 
 /* Read one whole frame (bounded) into @buf. */
-static int read_frame(struct run *r, int fd, uint8_t *buf, size_t cap,
+static int read_frame(struct run_link *l, int fd, uint8_t *buf, size_t cap,
 		      struct proto_frame *f, char *why, size_t whylen,
 		      int64_t dl)
 {
@@ -161,18 +161,18 @@ static int read_frame(struct run *r, int fd, uint8_t *buf, size_t cap,
 
 	for (;;) {
 		size_t need = 0;
-		int rc = proto_decode(&r->fr.dec, buf, have, f, &need, err,
+		int rc = proto_decode(&l->fr.dec, buf, have, f, &need, err,
 				      sizeof(err));
 		if (rc == PROTO_OK)
 			return (int)need;
 		if (rc != PROTO_NEED_MORE) {
 			snprintf(why, whylen, "bad reply from %s: %s: %s",
-				 r->addr, proto_strerror(rc), err);
+				 l->o->addr, proto_strerror(rc), err);
 			return -EPROTO;
 		}
 		if (need > cap) {
 			snprintf(why, whylen, "reply from %s too large",
-				 r->addr);
+				 l->o->addr);
 			return -EPROTO;
 		}
 		ssize_t n = read(fd, buf + have, need - have);
@@ -182,20 +182,20 @@ static int read_frame(struct run *r, int fd, uint8_t *buf, size_t cap,
 		}
 		if (n == 0) {
 			snprintf(why, whylen, "%s closed the connection",
-				 r->addr);
+				 l->o->addr);
 			return -ECONNRESET;
 		}
 		if (errno == EINTR)
 			continue;
 		if (errno != EAGAIN) {
-			snprintf(why, whylen, "reading from %s: %s", r->addr,
+			snprintf(why, whylen, "reading from %s: %s", l->o->addr,
 				 strerror(errno));
 			return -errno;
 		}
 		rc = wait_fd(fd, POLLIN, dl);
 		if (rc < 0) {
-			snprintf(why, whylen, "no answer from %s: %s", r->addr,
-				 strerror(-rc));
+			snprintf(why, whylen, "no answer from %s: %s",
+				 l->o->addr, strerror(-rc));
 			return rc;
 		}
 	}
@@ -205,44 +205,44 @@ static const struct framer_ops link_framer_ops; /* the frame handlers */
 
 /* The daemon gave the job another name than the one asked for (a name
  * collision: iofs-run(1), JOB NAMES): say so, and use it from now on. */
-static void take_name(struct run *r, const struct proto_frame *welcome)
+static void take_name(struct run_link *l, const struct proto_frame *welcome)
 {
 	if (!welcome->name_len ||
-	    (welcome->name_len == strlen(r->nspace) &&
-	     !memcmp(welcome->name, r->nspace, welcome->name_len)))
+	    (welcome->name_len == strlen(l->o->nspace) &&
+	     !memcmp(welcome->name, l->o->nspace, welcome->name_len)))
 		return;
-	run_log(r, LOG_WARNING,
+	run_log(l->log, LOG_WARNING,
 		"job name '%s' is taken (another job, or one still open); "
 		"this run is '%.*s'",
-		r->nspace, (int)welcome->name_len, welcome->name);
-	memcpy(r->nspace, welcome->name, welcome->name_len);
-	r->nspace[welcome->name_len] = '\0';
+		l->o->nspace, (int)welcome->name_len, welcome->name);
+	memcpy(l->o->nspace, welcome->name, welcome->name_len);
+	l->o->nspace[welcome->name_len] = '\0';
 }
 
-int link_open(struct run *r)
+int run_link_open(struct run_link *l)
 {
 	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
 	char why[PROTO_MSG_MAX + 128];
 	char host[PROTO_HOST_MAX + 1] = "";
 	uint8_t buf[PROTO_HEAD_MAX + PROTO_MSG_MAX + 64];
 
-	r->link_fd = -1;
-	if (framer_init(&r->fr, PROTO_ROLE_FORWARDER, &link_framer_ops, r) <
+	l->fd = -1;
+	if (framer_init(&l->fr, PROTO_ROLE_FORWARDER, &link_framer_ops, l) <
 	    0) {
 		snprintf(why, sizeof(why), "out of memory");
 		goto fallback;
 	}
-	proto_peer_set_ranks(&r->fr.dec, r->rank_base, r->count);
-	int fd = connect_to(r, why, sizeof(why), dl);
+	proto_peer_set_ranks(&l->fr.dec, l->o->rank_base, l->o->count);
+	int fd = connect_to(l, why, sizeof(why), dl);
 	if (fd < 0)
 		goto fallback;
 	gethostname(host, sizeof(host) - 1);
 	/* TCP: prove who we are with MUNGE (protocol 3); a Unix socket's
 	 * SO_PEERCRED does that already (protocol 2, any daemon). */
-	bool tcp = strncmp(r->addr, "tcp:", 4) == 0;
+	bool tcp = strncmp(l->o->addr, "tcp:", 4) == 0;
 	char *cred = NULL, mwhy[256] = "";
-	if (tcp && auth_encode(auth_socket(r->munge_socket), r->nspace,
-			       r->rank_base, r->count, &cred, mwhy,
+	if (tcp && auth_encode(auth_socket(l->o->munge_socket), l->o->nspace,
+			       l->o->rank_base, l->o->count, &cred, mwhy,
 			       sizeof(mwhy)) < 0)
 		cred = NULL; /* a daemon with -o auth=none does without */
 	struct proto_frame f = {
@@ -251,16 +251,16 @@ int link_open(struct run *r)
 		      .flags = PROTO_HELLO_F_NAME,
 		      .cred = cred,
 		      .cred_len = cred ? strlen(cred) : 0,
-		      .rank_base = r->rank_base,
-		      .rank_count = r->count,
-		      .job_size = r->size,
+		      .rank_base = l->o->rank_base,
+		      .rank_count = l->o->count,
+		      .job_size = l->o->size,
 		      .pid = (uint32_t)getpid(),
 		      .uid = (uint32_t)getuid(),
 		      .gid = (uint32_t)getgid(),
-		      .dirs_set = r->dirs.set,
-		      .dirs_value = r->dirs.value,
-		      .nspace = r->nspace,
-		      .nspace_len = strlen(r->nspace),
+		      .dirs_set = l->o->dirs.set,
+		      .dirs_value = l->o->dirs.value,
+		      .nspace = l->o->nspace,
+		      .nspace_len = strlen(l->o->nspace),
 		      .host = host,
 		      .host_len = strlen(host)},
 	};
@@ -268,238 +268,248 @@ int link_open(struct run *r)
 	free(cred);
 	int rc = n < 0 ? (int)n : write_all(fd, buf, (size_t)n, dl);
 	if (rc < 0) {
-		snprintf(why, sizeof(why), "sending HELLO to %s: %s", r->addr,
-			 strerror(-rc));
+		snprintf(why, sizeof(why), "sending HELLO to %s: %s",
+			 l->o->addr, strerror(-rc));
 		goto fallback_close;
 	}
 	struct proto_frame reply;
-	rc = read_frame(r, fd, buf, sizeof(buf), &reply, why, sizeof(why), dl);
+	rc = read_frame(l, fd, buf, sizeof(buf), &reply, why, sizeof(why), dl);
 	if (rc < 0)
 		goto fallback_close;
 	if (reply.type == PROTO_ERROR) {
 		snprintf(why, sizeof(why), "%s refused the job: %.*s%s%s%s",
-			 r->addr, (int)reply.msg_len, reply.msg,
+			 l->o->addr, (int)reply.msg_len, reply.msg,
 			 mwhy[0] ? " (no credential sent: " : "", mwhy,
 			 mwhy[0] ? ")" : "");
 		goto fallback_close;
 	}
-	take_name(r, &reply);
-	r->link_fd = fd;
-	r->linked = true;
-	run_log(r, LOG_INFO, "connected to %s: job '%s' ranks %u..%u", r->addr,
-		r->nspace, r->rank_base, r->rank_base + r->count - 1);
+	take_name(l, &reply);
+	l->fd = fd;
+	l->linked = true;
+	run_log(l->log, LOG_INFO, "connected to %s: job '%s' ranks %u..%u",
+		l->o->addr, l->o->nspace, l->o->rank_base,
+		l->o->rank_base + l->o->count - 1);
 	return 0;
 
 fallback_close:
 	close(fd);
 fallback:
-	link_down(r, why);
-	return -1;
+	run_link_down(l, why);
+	return -ENOTCONN;
 }
 
 /* ------------------------------------------------------------------------ */
 /* On the loop                                                               */
 
-static void send_frame(struct run *r, const struct proto_frame *f)
+static void send_frame(struct run_link *l, const struct proto_frame *f)
 {
-	if (r->bev)
-		framer_send(r->bev, f);
+	if (l->bev)
+		framer_send(l->bev, f);
 }
 
-static void credit_update(struct run *r)
+static void credit_update(struct run_link *l)
 {
-	bool over = r->uq_bytes > RUN_CREDIT_HIGH;
-	bool under = r->uq_bytes <= RUN_CREDIT_LOW;
-
-	for (uint32_t i = 0; i < r->count; i++) {
-		struct run_chan *cs[2] = {&r->kids[i].out, &r->kids[i].err};
-		for (int k = 0; k < 2; k++) {
-			unsigned old = cs[k]->susp;
-			if (over)
-				cs[k]->susp |= RUN_SUSP_CREDIT;
-			else if (under || !r->linked)
-				cs[k]->susp &= ~RUN_SUSP_CREDIT;
-			if (old != cs[k]->susp)
-				chan_update(cs[k]);
-		}
-	}
+	if (l->uq_bytes > RUN_CREDIT_HIGH)
+		run_kids_suspend_all(l->kids, RUN_SUSP_CREDIT, true);
+	else if (l->uq_bytes <= RUN_CREDIT_LOW || !l->linked)
+		run_kids_suspend_all(l->kids, RUN_SUSP_CREDIT, false);
 }
 
-void link_send_rank_start(struct run *r, struct child *ch)
+/* The children's calls (struct run_kids_ops, @ctx: the link). */
+static bool kops_linked(void *ctx)
 {
-	struct proto_frame f = {.type = PROTO_RANK_START,
-				.rank = ch->rank,
-				.pid = (uint32_t)ch->pid};
-	send_frame(r, &f);
+	return ((struct run_link *)ctx)->linked;
 }
 
-void link_send_data(struct run *r, struct child *ch, uint32_t channel,
-		    const uint8_t *buf, size_t len)
+static void kops_rank_start(void *ctx, uint32_t rank, pid_t pid)
 {
-	if (!r->linked) {
-		local_write(channel, buf, len);
+	struct proto_frame f = {
+	    .type = PROTO_RANK_START, .rank = rank, .pid = (uint32_t)pid};
+
+	send_frame(ctx, &f);
+}
+
+static void kops_data(void *ctx, uint32_t rank, uint32_t channel,
+		      const uint8_t *buf, size_t len)
+{
+	struct run_link *l = ctx;
+
+	if (!l->linked) {
+		run_local_write(channel, buf, len);
 		return;
 	}
 	struct unacked *u = malloc(sizeof(*u) + len);
 	if (!u) {
-		local_write(channel, buf, len);
+		run_local_write(channel, buf, len);
 		return;
 	}
 	u->next = NULL;
-	u->rank = ch->rank;
+	u->rank = rank;
 	u->channel = channel;
 	u->len = len;
 	memcpy(u->bytes, buf, len);
-	if (r->uq_tail)
-		r->uq_tail->next = u;
+	if (l->uq_tail)
+		l->uq_tail->next = u;
 	else
-		r->uq_head = u;
-	r->uq_tail = u;
-	r->uq_bytes += len;
+		l->uq_head = u;
+	l->uq_tail = u;
+	l->uq_bytes += len;
 	struct proto_frame f = {.type = PROTO_DATA,
-				.rank = ch->rank,
+				.rank = rank,
 				.channel = channel,
 				.data = u->bytes,
 				.len = len};
-	send_frame(r, &f);
-	r->sent_bytes += len;
-	if (r->uq_bytes > RUN_CREDIT_HIGH)
-		credit_update(r);
+	send_frame(l, &f);
+	l->sent_bytes += len;
+	if (l->uq_bytes > RUN_CREDIT_HIGH)
+		credit_update(l);
 }
 
-void link_send_complete(struct run *r, struct child *ch, uint32_t channel)
+static void kops_complete(void *ctx, uint32_t rank, uint32_t channel)
 {
 	struct proto_frame f = {
-	    .type = PROTO_COMPLETE, .rank = ch->rank, .channel = channel};
-	send_frame(r, &f);
+	    .type = PROTO_COMPLETE, .rank = rank, .channel = channel};
+
+	send_frame(ctx, &f);
 }
 
-void link_send_flow(struct run *r, struct child *ch, bool xoff)
+static void kops_stdin_flow(void *ctx, uint32_t rank, bool xoff)
 {
 	struct proto_frame f = {.type = xoff ? PROTO_XOFF : PROTO_XON,
-				.rank = ch->rank,
+				.rank = rank,
 				.channel = ROUTER_CH_STDIN};
-	send_frame(r, &f);
+
+	send_frame(ctx, &f);
 }
 
-void link_send_stdin_ack(struct run *r, struct child *ch, uint64_t done)
+static void kops_stdin_ack(void *ctx, uint32_t rank, uint64_t done)
 {
 	struct proto_frame f = {
-	    .type = PROTO_STDIN_ACK, .rank = ch->rank, .ack_bytes = done};
-	send_frame(r, &f);
+	    .type = PROTO_STDIN_ACK, .rank = rank, .ack_bytes = done};
+
+	send_frame(ctx, &f);
 }
 
-void link_send_exit(struct run *r, struct child *ch)
+static void kops_exit(void *ctx, uint32_t rank, int wstatus)
 {
-	struct proto_frame f = {.type = PROTO_EXIT, .rank = ch->rank};
+	struct run_link *l = ctx;
+	struct proto_frame f = {.type = PROTO_EXIT, .rank = rank};
 
-	if (WIFSIGNALED(ch->wstatus)) {
+	if (WIFSIGNALED(wstatus)) {
 		f.how = PROTO_EXIT_SIGNAL;
-		f.code = (uint32_t)WTERMSIG(ch->wstatus);
+		f.code = (uint32_t)WTERMSIG(wstatus);
 	} else {
 		f.how = PROTO_EXIT_CODE;
-		f.code = (uint32_t)WEXITSTATUS(ch->wstatus);
+		f.code = (uint32_t)WEXITSTATUS(wstatus);
 	}
-	if (!r->bev)
-		return;
-	send_frame(r, &f);
-	r->exits_sent++;
+	if (l->bev) {
+		send_frame(l, &f);
+		l->exits_sent++;
+	}
+	l->settled(l->settled_ctx);
 }
+
+const struct run_kids_ops run_link_kids_ops = {
+    .linked = kops_linked,
+    .rank_start = kops_rank_start,
+    .data = kops_data,
+    .complete = kops_complete,
+    .stdin_flow = kops_stdin_flow,
+    .stdin_ack = kops_stdin_ack,
+    .exit = kops_exit,
+};
 
 /*
  * Frame handlers (the framer's table below).  Each answers link_alive():
- * -1 once link_down() ran, which released the framer.
+ * -ECONNRESET once run_link_down() ran, which released the framer.
  */
-static int link_alive(const struct run *r)
+static int link_alive(const struct run_link *l)
 {
-	return r->bev ? 0 : -1;
+	return l->bev ? 0 : -ECONNRESET;
 }
 
 static int on_ack(void *ctx, const struct proto_frame *f)
 {
-	struct run *r = ctx;
+	struct run_link *l = ctx;
 
-	if (f->ack_bytes > r->sent_bytes || f->ack_exits > r->exits_sent) {
-		link_down(r, "daemon acknowledged more than was sent");
-		return -1;
+	if (f->ack_bytes > l->sent_bytes || f->ack_exits > l->exits_sent) {
+		run_link_down(l, "daemon acknowledged more than was sent");
+		return -EPROTO;
 	}
-	uint64_t drop = f->ack_bytes - r->acked_bytes;
-	while (drop > 0 && r->uq_head) {
-		struct unacked *u = r->uq_head;
+	uint64_t drop = f->ack_bytes - l->acked_bytes;
+	while (drop > 0 && l->uq_head) {
+		struct unacked *u = l->uq_head;
 		if (u->len > drop) { /* ACKs cover whole frames; be safe */
 			memmove(u->bytes, u->bytes + drop, u->len - drop);
 			u->len -= drop;
-			r->uq_bytes -= drop;
+			l->uq_bytes -= drop;
 			break;
 		}
 		drop -= u->len;
-		r->uq_bytes -= u->len;
-		r->uq_head = u->next;
-		if (!r->uq_head)
-			r->uq_tail = NULL;
+		l->uq_bytes -= u->len;
+		l->uq_head = u->next;
+		if (!l->uq_head)
+			l->uq_tail = NULL;
 		free(u);
 	}
-	r->acked_bytes = f->ack_bytes;
-	r->acked_exits = f->ack_exits;
-	credit_update(r);
-	run_check_finish(r);
-	return link_alive(r);
+	l->acked_bytes = f->ack_bytes;
+	l->acked_exits = f->ack_exits;
+	credit_update(l);
+	l->settled(l->settled_ctx);
+	return link_alive(l);
 }
 
 static int on_flow(void *ctx, const struct proto_frame *f)
 {
-	struct run *r = ctx;
-	struct child *ch = &r->kids[f->rank - r->rank_base];
-	struct run_chan *c =
-	    f->channel == ROUTER_CH_STDERR ? &ch->err : &ch->out;
+	struct run_link *l = ctx;
+	bool xoff = f->type == PROTO_XOFF;
 
-	if (f->type == PROTO_XOFF) {
-		r->xoff_rx++;
-		c->susp |= RUN_SUSP_XOFF;
-	} else {
-		r->xon_rx++;
-		c->susp &= ~RUN_SUSP_XOFF;
-	}
-	chan_update(c);
-	return link_alive(r);
+	if (xoff)
+		l->xoff_rx++;
+	else
+		l->xon_rx++;
+	run_kids_suspend(l->kids, f->rank, f->channel, RUN_SUSP_XOFF, xoff);
+	return link_alive(l);
 }
 
 static int on_stdin(void *ctx, const struct proto_frame *f)
 {
-	struct run *r = ctx;
+	struct run_link *l = ctx;
 
-	child_stdin_push(&r->kids[f->rank - r->rank_base], f->data, f->len);
-	return link_alive(r);
+	run_kids_stdin_push(l->kids, f->rank, f->data, f->len);
+	return link_alive(l);
 }
 
 static int on_stdin_eof(void *ctx, const struct proto_frame *f)
 {
-	struct run *r = ctx;
+	struct run_link *l = ctx;
 
-	child_stdin_eof(&r->kids[f->rank - r->rank_base]);
-	return link_alive(r);
+	run_kids_stdin_eof(l->kids, f->rank);
+	return link_alive(l);
 }
 
 static int on_error(void *ctx, const struct proto_frame *f)
 {
-	struct run *r = ctx;
+	struct run_link *l = ctx;
 	char why[PROTO_MSG_MAX + 32];
 
 	snprintf(why, sizeof(why), "daemon closed the job: %.*s",
 		 (int)f->msg_len, f->msg);
-	link_down(r, why);
-	return -1;
+	run_link_down(l, why);
+	return -ECONNRESET;
 }
 
 static void link_trace(void *ctx, const struct proto_frame *f)
 {
-	run_log(ctx, LOG_DEBUG, "received %s rank %u len %zu",
+	struct run_link *l = ctx;
+
+	run_log(l->log, LOG_DEBUG, "received %s rank %u len %zu",
 		proto_type_name(f->type), f->rank, f->len);
 }
 
 static bool link_more(void *ctx)
 {
-	return ((struct run *)ctx)->bev != NULL;
+	return ((struct run_link *)ctx)->bev != NULL;
 }
 
 static void link_fail(void *ctx, int code, const char *detail)
@@ -508,7 +518,7 @@ static void link_fail(void *ctx, int code, const char *detail)
 
 	snprintf(why, sizeof(why), "protocol error from daemon: %s: %s",
 		 proto_strerror(code), detail);
-	link_down(ctx, why);
+	run_link_down(ctx, why);
 }
 
 /* The frames a forwarder receives (WELCOME is read by link_open()). */
@@ -527,130 +537,142 @@ static const struct framer_ops link_framer_ops = {
     .trace = link_trace,
 };
 
-static void link_drop_reason(struct run *r, int err, char *why, size_t len)
+static void link_drop_reason(struct run_link *l, int err, char *why, size_t len)
 {
 	char reason[200];
 
 	net_drop_reason(err, reason, sizeof(reason));
-	snprintf(why, len, "%s: %s", r->addr, reason);
+	snprintf(why, len, "%s: %s", l->o->addr, reason);
 }
 
 /* Our own socket reads (framer_read: bursts, not libevent's 4 KiB). */
 static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct run *r = arg;
+	struct run_link *l = arg;
 	int rc =
-	    framer_read(&r->fr, fd, RUN_SOCK_CHUNK, RUN_SOCK_BURST, SIZE_MAX);
+	    framer_read(&l->fr, fd, RUN_SOCK_CHUNK, RUN_SOCK_BURST, SIZE_MAX);
 
-	framer_process(&r->fr); /* also the frames that came before an EOF */
-	if (rc != 0 && r->bev) {
+	framer_process(&l->fr); /* also the frames that came before an EOF */
+	if (rc != 0 && l->bev) {
 		char why[400];
-		link_drop_reason(r, rc == FRAMER_CLOSED ? 0 : -rc, why,
+		link_drop_reason(l, rc == FRAMER_CLOSED ? 0 : -rc, why,
 				 sizeof(why));
-		link_down(r, why);
+		run_link_down(l, why);
 	}
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct run *r = arg;
+	struct run_link *l = arg;
 	char why[400];
 
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
 		return;
-	link_drop_reason(r, what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR() : 0,
+	link_drop_reason(l, what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR() : 0,
 			 why, sizeof(why));
-	link_down(r, why);
+	run_link_down(l, why);
 }
 
-int link_start(struct run *r)
+int run_link_start(struct run_link *l)
 {
-	if (!r->linked)
+	if (!l->linked)
 		return 0;
-	r->bev =
-	    bufferevent_socket_new(r->base, r->link_fd, BEV_OPT_CLOSE_ON_FREE);
-	if (!r->bev) {
-		close(r->link_fd);
-		r->link_fd = -1;
-		link_down(r, "out of memory");
-		return -1;
+	l->bev = bufferevent_socket_new(l->base, l->fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!l->bev) {
+		close(l->fd);
+		l->fd = -1;
+		run_link_down(l, "out of memory");
+		return -ENOMEM;
 	}
-	r->rev =
-	    event_new(r->base, r->link_fd, EV_READ | EV_PERSIST, read_ev_cb, r);
-	r->link_fd = -1;
-	if (!r->rev) {
-		link_down(r, "out of memory");
-		return -1;
+	l->rev = event_new(l->base, l->fd, EV_READ | EV_PERSIST, read_ev_cb, l);
+	l->fd = -1;
+	if (!l->rev) {
+		run_link_down(l, "out of memory");
+		return -ENOMEM;
 	}
 	/* WELCOME was consumed by link_open(); the decoder knows. */
-	bufferevent_setcb(r->bev, NULL, NULL, event_cb, r);
-	bufferevent_set_max_single_write(r->bev, 1 << 20);
-	bufferevent_enable(r->bev, EV_WRITE);
-	event_add(r->rev, NULL);
+	bufferevent_setcb(l->bev, NULL, NULL, event_cb, l);
+	bufferevent_set_max_single_write(l->bev, 1 << 20);
+	bufferevent_enable(l->bev, EV_WRITE);
+	event_add(l->rev, NULL);
 	return 0;
 }
 
-void link_close(struct run *r)
+void run_link_release(struct run_link *l)
 {
-	if (r->rev) {
-		event_free(r->rev); /* before the bufferevent closes the fd */
-		r->rev = NULL;
+	if (l->rev) {
+		event_free(l->rev); /* before the bufferevent closes the fd */
+		l->rev = NULL;
 	}
-	framer_release(&r->fr);
-	if (r->bev) {
-		bufferevent_free(r->bev);
-		r->bev = NULL;
+	framer_release(&l->fr);
+	if (l->bev) {
+		bufferevent_free(l->bev);
+		l->bev = NULL;
 	}
-	if (r->link_fd >= 0) {
-		close(r->link_fd);
-		r->link_fd = -1;
+	if (l->fd >= 0) {
+		close(l->fd);
+		l->fd = -1;
 	}
-	while (r->uq_head) {
-		struct unacked *u = r->uq_head;
-		r->uq_head = u->next;
+	while (l->uq_head) {
+		struct unacked *u = l->uq_head;
+		l->uq_head = u->next;
 		free(u);
 	}
-	r->uq_tail = NULL;
-	r->uq_bytes = 0;
+	l->uq_tail = NULL;
+	l->uq_bytes = 0;
 }
 
-void link_down(struct run *r, const char *why)
+void run_link_down(struct run_link *l, const char *why)
 {
-	bool was = r->linked;
+	bool was = l->linked;
 
-	r->linked = false;
-	if (!r->warned) {
-		r->warned = true;
-		run_log(r, LOG_WARNING, "%s; %s", why,
-			r->strict ? "giving up (--strict)"
-				  : "output continues on this terminal");
+	l->linked = false;
+	if (!l->warned) {
+		l->warned = true;
+		run_log(l->log, LOG_WARNING, "%s; %s", why,
+			l->o->strict ? "giving up (--strict)"
+				     : "output continues on this terminal");
 	}
-	if (r->strict && !r->failed_strict) {
-		r->failed_strict = true;
-		for (uint32_t i = 0; r->kids && i < r->count; i++)
-			if (r->kids[i].pid > 0 && !r->kids[i].reaped)
-				kill(r->kids[i].pid, SIGTERM);
+	if (l->o->strict && !l->failed_strict) {
+		l->failed_strict = true;
+		run_kids_signal(l->kids, SIGTERM);
 	}
 	/* Replay what the daemon has not acknowledged. */
 	uint64_t replayed = 0;
-	for (struct unacked *u = r->uq_head; u; u = u->next) {
-		local_write(u->channel, u->bytes, u->len);
+	for (struct unacked *u = l->uq_head; u; u = u->next) {
+		run_local_write(u->channel, u->bytes, u->len);
 		replayed += u->len;
 	}
 	if (replayed)
-		run_log(r, LOG_INFO, "replayed %llu unacknowledged bytes",
+		run_log(l->log, LOG_INFO, "replayed %llu unacknowledged bytes",
 			(unsigned long long)replayed);
-	link_close(r);
-	if (!was || !r->kids)
+	run_link_release(l);
+	if (!was)
 		return;
-	/* Nobody will XON us or send stdin any more. */
-	for (uint32_t i = 0; i < r->count; i++) {
-		struct child *ch = &r->kids[i];
-		ch->out.susp = 0;
-		ch->err.susp = 0;
-		chan_update(&ch->out);
-		chan_update(&ch->err);
-		child_stdin_eof(ch);
-	}
-	run_check_finish(r);
+	run_kids_unlinked(l->kids);
+	l->settled(l->settled_ctx);
+}
+
+void run_link_init(struct run_link *l, struct event_base *base,
+		   struct run_opts *o, iofs_log_t *log, struct run_kids *kids,
+		   void (*settled)(void *ctx), void *settled_ctx)
+{
+	*l = (struct run_link){.base = base,
+			       .o = o,
+			       .log = log,
+			       .kids = kids,
+			       .settled = settled,
+			       .settled_ctx = settled_ctx,
+			       .fd = -1};
+}
+
+bool run_link_up(const struct run_link *l)
+{
+	return l->linked;
+}
+
+bool run_link_settled(const struct run_link *l)
+{
+	return l->acked_exits == l->exits_sent &&
+	       l->acked_bytes == l->sent_bytes;
 }

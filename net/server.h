@@ -53,10 +53,10 @@ struct net_server_config {
 /*
  * One -o option of the daemon's: "auth=munge|none", "munge_socket=PATH" or
  * "max_<limit>=N" (struct net_limits).  1 = taken into @cfg, 0 = not a
- * net option, -1 = bad value (a message in @err).
+ * net option, -EINVAL = bad value (a message in @err).
  */
-int net_config_option(struct net_server_config *cfg, const char *tok,
-		      char *err, size_t errlen);
+int net_config_option(struct net_server_config *cfg, const char *tok, char *err,
+		      size_t errlen);
 
 /* Returns 0 or -errno.  *out owned by the caller: net_server_free(). */
 int net_server_new(struct event_base *base, router_t *r,

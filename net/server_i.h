@@ -212,12 +212,13 @@ void conn_send(struct conn *c, const struct proto_frame *f);
 
 /* conn_admit.c: who may open a connection and announce ranks. */
 /* The owner is known (Unix: at accept): count it, apply max_conns_uid.
- * 0, or -1 after conn_fail(). */
+ * 0, or a negative errno after conn_fail() (net_i.h). */
 int conn_admit_owner(struct conn *c);
 /* HELLO: MUNGE on TCP (asynchronous), the limits, the range check, then
- * WELCOME.  0 (accepted or pending) or -1 after conn_fail(). */
-int conn_admit(struct conn *c, uint32_t base, uint32_t count,
-	       const char *cred, size_t cred_len);
+ * WELCOME.  0 (accepted or pending) or a negative errno after
+ * conn_fail(). */
+int conn_admit(struct conn *c, uint32_t base, uint32_t count, const char *cred,
+	       size_t cred_len);
 /* Teardown: leave the job index, uncount, cancel a decode.  Idempotent. */
 void conn_admit_release(struct conn *c);
 /* Pending deliveries of @c grew (@delta > 0) or shrank: max_buf_uid. */
@@ -229,19 +230,19 @@ void net_limits_fill(struct net_limits *l);
 
 /* First rank of [base, base+count) claimed by another live connection of
  * c->nspace's job, or -1 (the job's connection index, conn_admit.c). */
-int64_t conn_index_claimed(const struct conn *c, uint32_t base,
-			   uint32_t count);
+int64_t conn_index_claimed(const struct conn *c, uint32_t base, uint32_t count);
 
 /* conn_name.c: pick c->nspace for c->requested, c->uid and the HELLO
- * range (the job-name collision rule); logs a rename.  0, or -1 after
- * conn_fail(). */
+ * range (the job-name collision rule); logs a rename.  0, or a negative
+ * errno after conn_fail(). */
 int conn_name_assign(struct conn *c, uint32_t base, uint32_t count);
 
 /* conn.c, for conn_dq.c: wake conn_service() soon; start/stop reading the
- * socket; send ERROR with a logged reason and close (idempotent). */
+ * socket; send ERROR with a logged reason and close (idempotent), and
+ * return the negative errno for @code (the rule in net_i.h). */
 void conn_kick(struct conn *c);
 void conn_reading(struct conn *c, bool on);
-void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
+int conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* conn_dq.c: the delivery FIFO. */
@@ -252,7 +253,7 @@ void conn_dq_push(struct conn *c, struct dq_entry *e);
 /* Pop every finished entry at the head; ACK if anything moved. */
 void conn_dq_pump(struct conn *c);
 /* DATA or COMPLETE of rank index @idx into the router, through the FIFO.
- * 0, or -1 after conn_fail(). */
+ * 0, or a negative errno after conn_fail(). */
 int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
 		 const uint8_t *bytes, size_t len, bool complete);
 /* Teardown: apply queued EXITs in order, orphan deliveries in flight. */

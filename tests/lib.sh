@@ -7,6 +7,7 @@ set -uo pipefail
 
 : "${IOFS_BUILD_DIR:?run under meson test}"
 : "${IOFS_SOURCE_DIR:?run under meson test}"
+. "$IOFS_SOURCE_DIR/tests/common.sh"
 # IOFS_BIN_DIR: run against an installed build (scripts/flowcheck --prefix)
 IOFS="${IOFS_BIN_DIR:-$IOFS_BUILD_DIR/fs}/iofs"
 IOFS_RUN="${IOFS_BIN_DIR:-$IOFS_BUILD_DIR/net}/iofs-run"
@@ -18,7 +19,6 @@ SOCK="$T/iofs.sock"
 ADDR="unix:$SOCK"
 export IOFS_ADDR="$ADDR"
 mkdir -p "$MNT"
-PIDS=()
 DAEMON_PID=
 TEST_NAME=$(basename "$0")
 
@@ -28,28 +28,11 @@ fail() {
 	exit 1
 }
 
-# track PID: kill it at cleanup
-track() { PIDS+=("$1"); }
-
-is_mounted() { grep -q " $(realpath "$1") " /proc/self/mountinfo 2>/dev/null; }
-
 cleanup() {
 	local rc=$?
-	for p in "${PIDS[@]}"; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in "${PIDS[@]}"; do
-		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.02; done
-		kill -KILL "$p" 2>/dev/null
-	done
-	if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
-		kill -TERM "$DAEMON_PID" 2>/dev/null
-		for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "$DAEMON_PID" 2>/dev/null
-	fi
-	if is_mounted "$MNT"; then
-		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-	fi
+	kill_pids
+	[ -z "$DAEMON_PID" ] || end_daemon "$DAEMON_PID"
+	unmount "$MNT"
 	if [ $rc -ne 0 ] && [ -f "$T/iofs.log" ]; then
 		log "daemon log (last 40 lines):"
 		tail -n 40 "$T/iofs.log" >&2
@@ -59,18 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# wait_for SECONDS CMD...: poll CMD every 20 ms until it succeeds; 1 on timeout
-wait_for() {
-	local secs=$1
-	shift
-	local deadline=$((SECONDS + secs))
-	until "$@"; do
-		[ $SECONDS -lt $deadline ] || return 1
-		sleep 0.02
-	done
-	return 0
-}
 
 # start_daemon [iofs options...]: foreground daemon on $MNT listening on $ADDR
 start_daemon() {
@@ -107,18 +78,6 @@ assert_eq() { # assert_eq WHAT EXPECTED ACTUAL
 	[ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"
 }
 
-# fd_open PID PATH: true if process PID has PATH open
-fd_open() {
-	local f
-	for f in /proc/"$1"/fd/*; do
-		[ "$(readlink "$f" 2>/dev/null)" = "$2" ] && return 0
-	done
-	return 1
-}
-
-# proc_status PID KEY: a /proc/PID/status value in kB (VmRSS, VmHWM, ...)
-proc_status() { awk -v k="$2:" '$1 == k { print $2 }' /proc/"$1"/status; }
-
 # fd_count PID: number of open fds
 fd_count() { ls /proc/"$1"/fd | wc -l; }
 
@@ -134,9 +93,6 @@ figures() {
 
 # wait_exit SECONDS PID: wait for PID to end; prints nothing; 1 on timeout
 wait_exit() { wait_for "$1" bash -c "! kill -0 $2 2>/dev/null"; }
-
-# size_ge FILE BYTES: FILE exists and holds at least BYTES
-size_ge() { [ -e "$1" ] && [ "$(stat -c %s "$1")" -ge "$2" ]; }
 
 # reader_open PID FILE: process PID has FILE open, or waits inside a FUSE
 # request
