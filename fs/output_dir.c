@@ -96,6 +96,20 @@ static int od_open_failed(const char *name, char *why, size_t whylen)
 	return -e;
 }
 
+/* @fd (closed here) belongs to another uid than the job's @uid: -EPERM
+ * with the reason in @why. */
+static int od_not_owned(int fd, const char *what, const char *name,
+			const struct stat *st, uint32_t uid, char *why,
+			size_t whylen)
+{
+	snprintf(why, whylen,
+		 "%s %s belongs to uid %u, the job to uid %u: not writing "
+		 "into it",
+		 what, name, (unsigned)st->st_uid, (unsigned)uid);
+	close(fd);
+	return -EPERM;
+}
+
 /*
  * Open (creating if needed) directory @name in @dirfd for a job of
  * @uid/@gid: never through a symlink, and only a directory that already
@@ -122,14 +136,9 @@ static int od_open_dir(int dirfd, const char *name, uint32_t uid,
 	if (made && st.st_uid != uid &&
 	    (fchown(fd, uid, gid) != 0 || fstat(fd, &st) != 0))
 		goto fail_errno;
-	if (st.st_uid != uid) {
-		snprintf(why, whylen,
-			 "directory %s belongs to uid %u, the job to uid %u: "
-			 "not writing into it",
-			 name, (unsigned)st.st_uid, (unsigned)uid);
-		close(fd);
-		return -EPERM;
-	}
+	if (st.st_uid != uid)
+		return od_not_owned(fd, "directory", name, &st, uid, why,
+				    whylen);
 	if (made && fchmod(fd, 0750) != 0)
 		goto fail_errno;
 	return fd;
@@ -165,14 +174,9 @@ static int od_open_file(int dirfd, const char *name, bool truncate,
 	if (st.st_uid != uid && st.st_uid == geteuid() && st.st_size == 0 &&
 	    (fchown(fd, uid, gid) != 0 || fstat(fd, &st) != 0))
 		goto fail_errno;
-	if (st.st_uid != uid) {
-		snprintf(why, whylen,
-			 "file %s belongs to uid %u, the job to uid %u: not "
-			 "writing into it",
-			 name, (unsigned)st.st_uid, (unsigned)uid);
-		close(fd);
-		return -EPERM;
-	}
+	if (st.st_uid != uid)
+		return od_not_owned(fd, "file", name, &st, uid, why,
+				    whylen);
 	if ((truncate && ftruncate(fd, 0) != 0) ||
 	    ((st.st_mode & 07777) != 0640 && fchmod(fd, 0640) != 0))
 		goto fail_errno;

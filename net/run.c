@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ struct run_option {
 	int (*set)(struct run_args *a, const struct run_option *t,
 		   const char *arg);
 	uint32_t dir; /* ROUTER_DIR_* for opt_dir */
+	size_t off;   /* offsetof(struct run_opts, ...) for opt_str */
 };
 
 static const struct run_option run_options[];
@@ -92,10 +94,11 @@ static void from_launcher(struct run_args *a, iofs_log_t *log)
 		memcpy(o->nspace, l.nspace, sizeof(o->nspace));
 }
 
-static int opt_connect(struct run_args *a, const struct run_option *t,
-		       const char *arg)
+/* A string option: run_opts' const char * at t->off. */
+static int opt_str(struct run_args *a, const struct run_option *t,
+		   const char *arg)
 {
-	a->o->addr = arg;
+	*(const char **)((char *)a->o + t->off) = arg;
 	return 0;
 }
 
@@ -114,15 +117,21 @@ static int opt_nspace(struct run_args *a, const struct run_option *t,
 	return 0;
 }
 
+/* A decimal rank-sized number for option --@name: 0, or -EINVAL said. */
+static int opt_u32(const char *name, const char *arg, uint32_t *out)
+{
+	if (run_parse_u32(arg, out)) {
+		fprintf(stderr, "iofs-run: invalid %s '%s'\n", name, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int opt_rank(struct run_args *a, const struct run_option *t,
 		    const char *arg)
 {
-	if (run_parse_u32(arg, &a->o->rank_base)) {
-		fprintf(stderr, "iofs-run: invalid --rank '%s'\n", arg);
-		return -EINVAL;
-	}
 	a->have_rank = true;
-	return 0;
+	return opt_u32("--rank", arg, &a->o->rank_base);
 }
 
 static int opt_np(struct run_args *a, const struct run_option *t,
@@ -140,25 +149,14 @@ static int opt_np(struct run_args *a, const struct run_option *t,
 static int opt_size(struct run_args *a, const struct run_option *t,
 		    const char *arg)
 {
-	if (run_parse_u32(arg, &a->o->size)) {
-		fprintf(stderr, "iofs-run: invalid --size '%s'\n", arg);
-		return -EINVAL;
-	}
 	a->have_size = true;
-	return 0;
+	return opt_u32("--size", arg, &a->o->size);
 }
 
 static int opt_strict(struct run_args *a, const struct run_option *t,
 		      const char *arg)
 {
 	a->o->strict = true;
-	return 0;
-}
-
-static int opt_munge_socket(struct run_args *a, const struct run_option *t,
-			    const char *arg)
-{
-	a->o->munge_socket = arg;
 	return 0;
 }
 
@@ -210,8 +208,8 @@ static int opt_dir(struct run_args *a, const struct run_option *t,
 		   const char *arg); /* sets t->dir */
 
 static const struct run_option run_options[] = {
-    {"connect", 'c', "ADDR", "the daemon (unix:PATH, tcp:HOST:PORT)",
-     opt_connect},
+    {"connect", 'c', "ADDR", "the daemon (unix:PATH, tcp:HOST:PORT)", opt_str,
+     .off = offsetof(struct run_opts, addr)},
     {"nspace", 'N', "NAME", "the job's name", opt_nspace},
     {"rank", 'r', "N", "the (first) rank", opt_rank},
     {"np", 'n', "COUNT", "run COUNT ranks", opt_np},
@@ -226,7 +224,8 @@ static const struct run_option run_options[] = {
     {"raw", 0, NULL, "merged views: no line buffering", opt_dir,
      ROUTER_DIR_OUTPUT_RAW},
     {"strict", 0, NULL, "no daemon: fail instead of falling back", opt_strict},
-    {"munge-socket", 0, "PATH", "munged's socket (TCP)", opt_munge_socket},
+    {"munge-socket", 0, "PATH", "munged's socket (TCP)", opt_str,
+     .off = offsetof(struct run_opts, munge_socket)},
     {"verbose", 'v', NULL, "more messages (repeatable)", opt_verbose},
     {"help", 'h', NULL, "this text", opt_help},
     {"version", 0, NULL, "version and protocol", opt_version},
