@@ -571,6 +571,40 @@ static int check_paths(const struct options *o)
 	return -EINVAL;
 }
 
+/* The mount point and --output-dir made absolute and checked.  0, or -1
+ * after saying why on stderr. */
+static int resolve_paths(struct options *o)
+{
+	char err[1024] = "";
+
+	if (fs_check_mountpoint(o->mountpoint, err, sizeof(err)) < 0) {
+		fprintf(stderr, "iofs: %s\n", err);
+		return -1;
+	}
+	if (!realpath(o->mountpoint, o->mountpoint_abs)) {
+		fprintf(stderr, "iofs: %s: %s\n", o->mountpoint,
+			strerror(errno));
+		return -1;
+	}
+	if (o->output_dir && o->output_dir[0] != '/') {
+		char cwd[PATH_MAX];
+
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    (size_t)snprintf(o->output_dir_abs, sizeof(o->output_dir_abs),
+				     "%s/%s", cwd, o->output_dir) >=
+			sizeof(o->output_dir_abs)) {
+			fprintf(stderr,
+				"iofs: --output-dir %s: path too long\n",
+				o->output_dir);
+			return -1;
+		}
+		o->output_dir = o->output_dir_abs;
+	}
+	if (check_paths(o) < 0)
+		return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {.log_level = -1,
@@ -584,30 +618,7 @@ int main(int argc, char **argv)
 	rc = parse_args(&o, argc, argv);
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	if (fs_check_mountpoint(o.mountpoint, err, sizeof(err)) < 0) {
-		fprintf(stderr, "iofs: %s\n", err);
-		return 1;
-	}
-	if (!realpath(o.mountpoint, o.mountpoint_abs)) {
-		fprintf(stderr, "iofs: %s: %s\n", o.mountpoint,
-			strerror(errno));
-		return 1;
-	}
-	if (o.output_dir && o.output_dir[0] != '/') {
-		char cwd[PATH_MAX];
-
-		if (!getcwd(cwd, sizeof(cwd)) ||
-		    (size_t)snprintf(o.output_dir_abs, sizeof(o.output_dir_abs),
-				     "%s/%s", cwd, o.output_dir) >=
-			sizeof(o.output_dir_abs)) {
-			fprintf(stderr,
-				"iofs: --output-dir %s: path too long\n",
-				o.output_dir);
-			return 1;
-		}
-		o.output_dir = o.output_dir_abs;
-	}
-	if (check_paths(&o) < 0)
+	if (resolve_paths(&o) < 0)
 		return 1;
 	if (iofs_log_new("iofs", &d.log) < 0) {
 		fprintf(stderr, "iofs: out of memory\n");

@@ -83,7 +83,7 @@ void fs_reply_release(struct fs_rq *rq, fuse_req_t req)
 int fs_errno(int rc, bool writing)
 {
 	if (rc < 0)
-		return -rc; /* ROUTER_ERR_NOMEM is -ENOMEM */
+		return -rc; /* -errno: fatal, forwarded as it is */
 	switch (rc) {
 	case ROUTER_ERR_NOT_FOUND:
 		return writing ? EPIPE : ENOENT;

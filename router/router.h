@@ -178,8 +178,10 @@ void router_free(router_t *r);
  * calls this; tests call it after moving their clock. */
 void router_run_timers(router_t *r);
 
-/* Run @fn(@arg) on the loop thread, soon.  Thread-safe.  Returns 0,
- * ROUTER_ERR_NOT_AVAILABLE after shutdown (fn not called) or -ENOMEM. */
+/* Run @fn(@arg) on the loop thread, soon.  Thread-safe.  Returns 0; the
+ * expected outcomes ROUTER_ERR_NOT_AVAILABLE after shutdown,
+ * ROUTER_ERR_INIT (@r NULL) or ROUTER_ERR_BAD_PARAM (@fn NULL); or the
+ * fatal -ENOMEM.  On any non-0 return @fn is not called. */
 int router_defer(router_t *r, void (*fn)(void *arg), void *arg);
 
 /* ------------------------------------------------------------------------ */

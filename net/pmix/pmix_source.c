@@ -67,80 +67,6 @@ void ps_unref(pmix_source_t *ps)
 		ps_destroy(ps);
 }
 
-void ps_msg_free(struct ps_msg *m)
-{
-	pmix_source_t *ps;
-
-	if (!m)
-		return;
-	ps = m->ps;
-	free(m->bytes);
-	free(m->bo.bytes);
-	if (m->pushes != &m->one)
-		free(m->pushes);
-	if (m->info)
-		PMIX_INFO_FREE(m->info, m->ninfo);
-	if (m->queries)
-		PMIX_QUERY_FREE(m->queries, 1);
-	free(m);
-	ps_unref(ps);
-}
-
-static struct ps_msg *msg_new(pmix_source_t *ps, enum ps_msg_kind kind)
-{
-	struct ps_msg *m = calloc(1, sizeof(*m));
-
-	if (!m)
-		return NULL;
-	m->kind = kind;
-	m->ps = ps;
-	ps_ref(ps);
-	return m;
-}
-
-struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
-{
-	struct ps_msg *m = msg_new(ps, kind);
-
-	if (!m)
-		return NULL;
-	pthread_mutex_lock(&ps->lock);
-	m->pending = true;
-	m->next = ps->pending;
-	if (m->next)
-		m->next->prev = m;
-	ps->pending = m;
-	pthread_mutex_unlock(&ps->lock);
-	return m;
-}
-
-bool ps_op_claim(struct ps_msg *m)
-{
-	pmix_source_t *ps = m->ps;
-	bool mine;
-
-	pthread_mutex_lock(&ps->lock);
-	mine = m->pending;
-	if (mine) {
-		m->pending = false;
-		if (m->prev)
-			m->prev->next = m->next;
-		else
-			ps->pending = m->next;
-		if (m->next)
-			m->next->prev = m->prev;
-		m->prev = m->next = NULL;
-	}
-	pthread_mutex_unlock(&ps->lock);
-	return mine;
-}
-
-void ps_op_abort(struct ps_msg *m)
-{
-	if (ps_op_claim(m))
-		ps_msg_free(m);
-}
-
 static void ps_dispatch(void *arg);
 
 void ps_post(struct ps_msg *m)
@@ -209,8 +135,8 @@ static void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel,
 
 	if (!ps)
 		return;
-	m = msg_new(ps, PS_MSG_IOF);
-	ps_unref(ps); /* msg_new took its own */
+	m = ps_msg_new(ps, PS_MSG_IOF);
+	ps_unref(ps); /* ps_msg_new took its own */
 	if (!m)
 		return;
 	copy_nspace(m->nspace, source->nspace);
@@ -244,7 +170,7 @@ static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 		     pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
 	pmix_source_t *ps = owner_get();
-	struct ps_msg *m = ps ? msg_new(ps, PS_MSG_EVENT) : NULL;
+	struct ps_msg *m = ps ? ps_msg_new(ps, PS_MSG_EVENT) : NULL;
 	bool have_term = false;
 	int term = 0;
 

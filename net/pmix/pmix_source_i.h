@@ -162,6 +162,8 @@ void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
 void ps_ref(pmix_source_t *ps);
 void ps_unref(pmix_source_t *ps);
 
+/* pmix_msg.c.  A message with a reference on @ps (NULL on ENOMEM). */
+struct ps_msg *ps_msg_new(pmix_source_t *ps, enum ps_msg_kind kind);
 /* A message (with a reference on ps) for an op about to be handed to PMIx;
  * on ps->pending.  NULL on ENOMEM. */
 struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind);
