@@ -105,16 +105,12 @@ log "[${SECONDS}s] test9.1: 2 MiB to 6 tasks"
 # --- test_116_34: prompts without newline, srun --unbuffered ---------------
 srun_bg "$T/s116.out" -u -n 1 "$IOFS_RUN" -- sh -c \
 	'printf "Name? "; read -r n; printf "Hello %s\n" "$n"; printf "Age? "; read -r a; echo "ok $a"'
-# what the live file holds now: st_size bytes (cat would follow the rank)
-content_is() {
-	local f="$MNT/$NS/0/stdout"
-	[ "$(head -c "$(stat -c %s "$f")" "$f"; echo x)" = "$1x" ]
-}
-wait_for 20 content_is "Name? " || fail "test_116_34: prompt not shown: '$(head -c "$(stat -c %s "$MNT/$NS/0/stdout")" "$MNT/$NS/0/stdout")'"
+content_is() { [ "$(now_bytes "$MNT/$NS/0/stdout"; echo x)" = "$1x" ]; }
+wait_for 20 content_is "Name? " || fail "test_116_34: prompt not shown: '$(now_bytes "$MNT/$NS/0/stdout")'"
 exec 7>"$MNT/$NS/0/stdin"
 echo Ann >&7
 wait_for 20 content_is "$(printf 'Name? Hello Ann\nAge? ')" ||
-	fail "test_116_34: second prompt not shown: '$(head -c "$(stat -c %s "$MNT/$NS/0/stdout")" "$MNT/$NS/0/stdout")'"
+	fail "test_116_34: second prompt not shown: '$(now_bytes "$MNT/$NS/0/stdout")'"
 echo 33 >&7
 exec 7>&-
 srun_done 30
