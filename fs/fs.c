@@ -371,13 +371,18 @@ static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *in = fs_inode(fs, ino);
+	struct fs_file *f = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
 	struct stat st;
 
-	(void)fi;
 	if (!in) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
+	/* With a handle (FUSE_GETATTR_FH): the kernel asks for this open
+	 * file's size -- lseek(SEEK_END), or SEEK_DATA/SEEK_HOLE without a
+	 * lseek op -- never for fstat(), which comes without one. */
+	if (f && (f->kind == FS_K_STDOUT || f->kind == FS_K_STDERR))
+		fs_stream_file_mode((struct fs_stream *)f);
 	fs_fill_stat(fs, in, &st);
 	fuse_reply_attr(req, &st, 0);
 }
@@ -623,7 +628,6 @@ static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
 		while (fs_linger_one(fs, now))
 			;
 	}
-	fs_stream_reap(fs);
 	fs_itable_gc(&fs->it);
 }
 

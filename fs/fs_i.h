@@ -56,7 +56,6 @@ struct fs_itable {
 
 /* A request not answered yet. */
 enum fs_park_type {
-	FS_P_OPEN,  /* open of an empty live stream */
 	FS_P_READ,  /* read at the live end */
 	FS_P_WRITE, /* stdin write waiting for the router */
 };
@@ -89,11 +88,11 @@ struct fs_stream {
 	struct fs_file base;
 	struct fs *fs;
 	router_reader_t *rd;	      /* owned; closed at release */
-	struct fs_parked_list parked; /* FS_P_OPEN first, then FS_P_READ */
+	struct fs_parked_list parked; /* FS_P_READ */
 	struct fuse_pollhandle *ph;   /* owned; NULL if no poll waiting */
-	struct fuse_file_info fi;     /* copy for a parked open's reply */
-	uint64_t pos; /* end of the last answered read, for poll */
-	bool orphan;  /* parked open answered too late: free at next sweep */
+	uint64_t pos;	/* end of the last answered read, for poll */
+	bool file_mode; /* asked for its end: blocking reads at the live end
+			   give 0 (see stream_file.c) */
 	TAILQ_ENTRY(fs_stream) link; /* in fs->streams */
 };
 
@@ -199,8 +198,8 @@ void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
 void fs_stream_release(struct fs_stream *s);
 void fs_stream_interrupted(struct fs_parked *p);
 void fs_stream_shutdown(struct fs_stream *s);
-/* Free orphaned handles (outside any router callback). */
-void fs_stream_reap(struct fs *fs);
+/* The handle asked the kernel for the file's end (GETATTR with its fh). */
+void fs_stream_file_mode(struct fs_stream *s);
 
 /* stdin_file.c */
 void fs_stdin_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,

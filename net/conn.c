@@ -36,14 +36,21 @@ void conn_kick(struct conn *c)
 	event_active(c->kick, EV_READ, 0);
 }
 
-/* Start/stop reading the socket (our own read event, see read_ev_cb). */
+/*
+ * Start/stop reading the socket (our own read event, see read_ev_cb).  The
+ * read event never carries a timeout: on a persistent event libevent
+ * re-arms it after every wake-up, and event_add(ev, NULL) keeps a timeout
+ * already set, so a greeting deadline there would cut off every rank that
+ * is silent for that long.  Idle is normal; the greeting deadline is its
+ * own one-shot timer (hello_timeout_cb).
+ */
 void conn_reading(struct conn *c, bool on)
 {
 	if (!c->rev || on == c->reading)
 		return;
 	c->reading = on;
 	if (on)
-		event_add(c->rev, c->dec.greeted ? NULL : &c->hello_tv);
+		event_add(c->rev, NULL);
 	else
 		event_del(c->rev);
 }
@@ -200,24 +207,25 @@ static struct crank *running_rank(struct conn *c, const struct proto_frame *f)
 	return NULL;
 }
 
-static bool rank_busy(net_server_t *s, const struct conn *self,
-		      const char *nspace, uint32_t rank)
+/* First rank of the HELLO range that is running in the router or claimed
+ * by another connection, or -1.  O(range * log ranks) in the router (hashed
+ * job, binary-searched ranks) and O(overlap) over the job's connections. */
+static int64_t hello_range_busy(struct conn *c, uint32_t base, uint32_t count)
 {
-	router_job_t *job = router_job_lookup(s->router, nspace);
+	router_job_t *job = router_job_lookup(c->srv->router, c->nspace);
 
-	if (job) {
-		router_rank_t *rr = router_job_rank(job, rank);
-		if (rr) {
+	if (job && router_job_rank_count(job) > 0) {
+		for (uint32_t i = 0; i < count; i++) {
+			router_rank_t *rr = router_job_rank(job, base + i);
 			struct router_stats st;
+			if (!rr)
+				continue;
 			router_rank_stats(rr, &st);
 			if (st.state == ROUTER_STATE_RUNNING)
-				return true;
+				return base + i;
 		}
 	}
-	for (const struct conn *o = s->conns; o; o = o->next)
-		if (o != self && conn_claims(o, nspace, rank))
-			return true;
-	return false;
+	return conn_index_claimed(c, base, count);
 }
 
 static int on_hello(struct conn *c, const struct proto_frame *f)
@@ -236,18 +244,16 @@ static int on_hello(struct conn *c, const struct proto_frame *f)
 		c->uid = h->uid;
 		c->gid = h->gid;
 	}
-	for (uint32_t i = 0; i < h->rank_count; i++) {
-		if (rank_busy(c->srv, c, c->nspace, h->rank_base + i)) {
-			conn_fail(
-			    c, PROTO_REFUSED_EXISTS,
-			    "rank %u of job '%s' is already running (another "
-			    "iofs-run with the same --nspace/--rank?)",
-			    h->rank_base + i, c->nspace);
-			return -1;
-		}
+	int64_t busy = hello_range_busy(c, h->rank_base, h->rank_count);
+	if (busy >= 0) {
+		conn_fail(c, PROTO_REFUSED_EXISTS,
+			  "rank %lld of job '%s' is already running (another "
+			  "iofs-run with the same --nspace/--rank?)",
+			  (long long)busy, c->nspace);
+		return -1;
 	}
 	c->ranks = calloc(h->rank_count, sizeof(*c->ranks));
-	if (!c->ranks) {
+	if (!c->ranks || conn_index_add(c) < 0) {
 		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 		return -1;
 	}
@@ -263,8 +269,7 @@ static int on_hello(struct conn *c, const struct proto_frame *f)
 		(unsigned long long)c->id, c->peer, c->nspace, c->rank_base,
 		c->rank_base + c->rank_count - 1, c->job_size, (int)h->host_len,
 		h->host, h->pid, c->uid);
-	if (c->reading)
-		event_add(c->rev, NULL); /* greeted: no read timeout any more */
+	event_del(c->hello_timer); /* greeted: no deadline any more */
 	struct proto_frame w = {.type = PROTO_WELCOME,
 				.version = PROTO_VERSION,
 				.max_payload = PROTO_PAYLOAD_MAX};
@@ -507,26 +512,14 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	size_t burst = 0;
 
-	if (what & EV_TIMEOUT) {
-		srv_log(c->srv, LOG_WARNING,
-			"conn %llu (%s): no HELLO in time: dropped",
-			(unsigned long long)c->id, c->peer);
-		c->dead = true;
-		conn_reading(c, false);
-		conn_kick(c);
-		return;
-	}
 	while (burst < CONN_READ_BURST &&
 	       evbuffer_get_length(c->in) + CONN_READ_CHUNK <= CONN_IN_MAX) {
 		ssize_t n = wire_read(fd, c->in, CONN_READ_CHUNK);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n <= 0) {
-			char why[128];
-			snprintf(why, sizeof(why),
-				 n == 0 ? "connection closed"
-					: "connection error: %s",
-				 strerror(errno));
+			char why[200];
+			net_drop_reason(n == 0 ? 0 : errno, why, sizeof(why));
 			conn_lost_log(c, why);
 			return;
 		}
@@ -535,6 +528,22 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 	}
 	process_input(c);
+}
+
+/* Accepted CONN_HELLO_TIMEOUT_S ago and still no complete HELLO. */
+static void hello_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->dec.greeted || c->closing || c->dead)
+		return;
+	srv_log(c->srv, LOG_WARNING,
+		"conn %llu (%s): no HELLO in time (%d s after connecting): "
+		"dropped",
+		(unsigned long long)c->id, c->peer, CONN_HELLO_TIMEOUT_S);
+	c->dead = true;
+	conn_reading(c, false);
+	conn_kick(c);
 }
 
 static void write_cb(struct bufferevent *bev, void *arg)
@@ -572,8 +581,13 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_kick(c);
 		return;
 	}
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		conn_lost_log(c, "connection error");
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		char why[200];
+		net_drop_reason(what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR()
+						       : 0,
+				why, sizeof(why));
+		conn_lost_log(c, why);
+	}
 }
 
 /* Deferred service: apply stdin flow, resume reading, free when dead. */
@@ -639,10 +653,11 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	}
 	c->kick = event_new(s->base, -1, 0, kick_cb, c);
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, read_ev_cb, c);
+	c->hello_timer = evtimer_new(s->base, hello_timeout_cb, c);
 	c->in = evbuffer_new();
 	c->bev = bufferevent_socket_new(
 	    s->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->kick || !c->rev || !c->in || !c->bev) {
+	if (!c->kick || !c->rev || !c->hello_timer || !c->in || !c->bev) {
 		if (c->bev)
 			bufferevent_free(c->bev); /* closes fd */
 		else
@@ -651,6 +666,8 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 			event_free(c->kick);
 		if (c->rev)
 			event_free(c->rev);
+		if (c->hello_timer)
+			event_free(c->hello_timer);
 		if (c->in)
 			evbuffer_free(c->in);
 		free(c);
@@ -663,7 +680,8 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_LOW, 0);
 	bufferevent_set_max_single_write(c->bev, CONN_WRITE_MAX);
 	bufferevent_enable(c->bev, EV_WRITE);
-	c->hello_tv.tv_sec = CONN_HELLO_TIMEOUT_S;
+	struct timeval hello_tv = {CONN_HELLO_TIMEOUT_S, 0};
+	evtimer_add(c->hello_timer, &hello_tv);
 	conn_reading(c, true);
 	c->next = s->conns;
 	if (s->conns)
@@ -674,12 +692,59 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	return c;
 }
 
-bool conn_claims(const struct conn *c, const char *nspace, uint32_t rank)
+int conn_index_add(struct conn *c)
 {
-	if (!c->ranks || c->dead || strcmp(c->nspace, nspace) != 0 ||
-	    rank < c->rank_base || rank - c->rank_base >= c->rank_count)
-		return false;
-	return c->ranks[rank - c->rank_base].state != CRANK_DONE;
+	net_server_t *s = c->srv;
+	struct conn *head = strmap_get(&s->conns_by_ns, c->nspace);
+
+	if (strmap_put(&s->conns_by_ns, c->nspace, c) < 0)
+		return -ENOMEM;
+	c->ns_next = head;
+	c->ns_prev = NULL;
+	if (head)
+		head->ns_prev = c;
+	c->indexed = true;
+	return 0;
+}
+
+static void conn_index_del(struct conn *c)
+{
+	net_server_t *s = c->srv;
+
+	if (!c->indexed)
+		return;
+	c->indexed = false;
+	if (c->ns_next)
+		c->ns_next->ns_prev = c->ns_prev;
+	if (c->ns_prev) {
+		c->ns_prev->ns_next = c->ns_next;
+	} else if (c->ns_next) {
+		/* the new head's own nspace becomes the key: cannot fail, the
+		 * key is present */
+		strmap_put(&s->conns_by_ns, c->ns_next->nspace, c->ns_next);
+	} else {
+		strmap_del(&s->conns_by_ns, c->nspace);
+	}
+	c->ns_next = c->ns_prev = NULL;
+}
+
+int64_t conn_index_claimed(const struct conn *c, uint32_t base, uint32_t count)
+{
+	const struct conn *o = strmap_get(&c->srv->conns_by_ns, c->nspace);
+	uint64_t end = (uint64_t)base + count;
+
+	for (; o; o = o->ns_next) {
+		if (o == c || o->dead || !o->ranks)
+			continue;
+		uint64_t lo = base > o->rank_base ? base : o->rank_base;
+		uint64_t hi = (uint64_t)o->rank_base + o->rank_count;
+		if (hi > end)
+			hi = end;
+		for (uint64_t r = lo; r < hi; r++)
+			if (o->ranks[r - o->rank_base].state != CRANK_DONE)
+				return (int64_t)r;
+	}
+	return -1;
 }
 
 void conn_destroy(struct conn *c)
@@ -695,6 +760,10 @@ void conn_destroy(struct conn *c)
 		bufferevent_free(c->bev);
 		c->bev = NULL;
 	}
+	if (c->hello_timer) {
+		event_free(c->hello_timer);
+		c->hello_timer = NULL;
+	}
 	evbuffer_free(c->in);
 	conn_dq_release(c);
 	for (uint32_t i = 0; i < c->rank_count; i++)
@@ -704,6 +773,7 @@ void conn_destroy(struct conn *c)
 		    s, LOG_DEBUG, "conn %llu: XOFF sent %llu, XON sent %llu",
 		    (unsigned long long)c->id, (unsigned long long)c->xoff_sent,
 		    (unsigned long long)c->xon_sent);
+	conn_index_del(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else

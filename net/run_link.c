@@ -453,6 +453,14 @@ static void decode_input(struct run *r)
 	}
 }
 
+static void link_drop_reason(struct run *r, int err, char *why, size_t len)
+{
+	char reason[200];
+
+	net_drop_reason(err, reason, sizeof(reason));
+	snprintf(why, len, "%s: %s", r->addr, reason);
+}
+
 /* Our own socket reads: libevent 2.1's bufferevents read 4 KiB a call. */
 static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -465,13 +473,8 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		if (n <= 0) {
 			char why[400];
-			if (n == 0)
-				snprintf(why, sizeof(why),
-					 "%s closed the connection", r->addr);
-			else
-				snprintf(why, sizeof(why),
-					 "connection to %s failed: %s", r->addr,
-					 strerror(errno));
+			link_drop_reason(r, n == 0 ? 0 : errno, why,
+					 sizeof(why));
 			decode_input(r); /* frames that arrived before */
 			if (r->bev)
 				link_down(r, why);
@@ -491,11 +494,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
 		return;
-	if (what & BEV_EVENT_EOF)
-		snprintf(why, sizeof(why), "%s closed the connection", r->addr);
-	else
-		snprintf(why, sizeof(why), "connection to %s failed: %s",
-			 r->addr, strerror(EVUTIL_SOCKET_ERROR()));
+	link_drop_reason(r, what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR() : 0,
+			 why, sizeof(why));
 	link_down(r, why);
 }
 

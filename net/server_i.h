@@ -16,6 +16,7 @@
 #include "net/proto.h"
 #include "net/server.h"
 #include "router/router.h"
+#include "router/strmap.h"
 
 struct bufferevent;
 struct event;
@@ -35,7 +36,7 @@ struct evconnlistener;
 #define CONN_READ_CHUNK	     (256u << 10) /* one readv() */
 #define CONN_READ_BURST	     (2u << 20)	  /* bytes read per wake-up at most */
 #define CONN_WRITE_MAX	     (1 << 20)	  /* bufferevent max single write */
-#define CONN_HELLO_TIMEOUT_S 10 /* accepted, no complete HELLO: drop */
+#define CONN_HELLO_TIMEOUT_S 10 /* after accept, no complete HELLO: drop */
 #define CONN_CLOSE_TIMEOUT_S 5	/* ERROR not taken by the peer: drop */
 
 /* Why a connection's input is not being read (bitmask). */
@@ -88,13 +89,16 @@ struct dq_entry {
 
 struct conn {
 	struct conn *next, *prev; /* server's list */
+	/* Connections of the same job (s->conns_by_ns), from HELLO on. */
+	struct conn *ns_next, *ns_prev;
+	bool indexed;
 	net_server_t *srv;
 	struct bufferevent
 	    *bev;	     /* output only; owns the fd; NULL once closed */
 	struct event *rev;   /* our read event on the fd */
 	struct evbuffer *in; /* bytes read, not yet decoded (owned) */
-	bool reading;	     /* rev is added */
-	struct timeval hello_tv; /* read timeout until HELLO */
+	bool reading;	     /* rev is added (never with a timeout) */
+	struct event *hello_timer; /* one-shot: no HELLO since accept */
 	struct event *kick;	 /* deferred service (flow, resume, free) */
 	uint64_t id;
 	char peer[128]; /* for the log */
@@ -125,10 +129,20 @@ struct conn {
 	uint64_t xoff_sent, xon_sent, frames_in;
 };
 
+/* Accept back-off on EMFILE/ENFILE/ENOBUFS/ENOMEM: pause accepting for
+ * ACCEPT_PAUSE_MIN_MS, doubling up to ACCEPT_PAUSE_MAX_MS while it
+ * persists; one log line per pause, with the count of failures. */
+#define ACCEPT_PAUSE_MIN_MS 100
+#define ACCEPT_PAUSE_MAX_MS 1000
+
 struct listener {
 	struct listener *next;
 	net_server_t *srv;
 	struct evconnlistener *evl;
+	struct event *resume; /* timer: re-enable after a pause */
+	unsigned pause_ms;    /* current pause, 0 = not backing off */
+	uint64_t accept_errors; /* failures since the last log line */
+	uint64_t accept_errors_total;
 	bool is_unix;
 	char path[108]; /* Unix socket file we created (unlinked at stop) */
 	char text[300];
@@ -140,6 +154,9 @@ struct net_server {
 	struct net_server_config cfg;
 	struct listener *listeners;
 	struct conn *conns;
+	/* nspace -> first connection of that job (list via ns_next): a HELLO
+	 * looks at its own job's connections only, never at every one. */
+	struct strmap conns_by_ns;
 	uint64_t next_id;
 };
 
@@ -153,8 +170,13 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 /* Tear down now: running ranks LOST, queued EXITs honoured, deliveries
  * orphaned.  Frees @c. */
 void conn_destroy(struct conn *c);
-/* True if (nspace, rank) is claimed by a live connection other than @self. */
-bool conn_claims(const struct conn *c, const char *nspace, uint32_t rank);
+/* First rank of [base, base+count) of @c's job claimed (not DONE) by
+ * another live connection, or -1.  O(connections of that job + overlap). */
+int64_t conn_index_claimed(const struct conn *c, uint32_t base,
+			   uint32_t count);
+/* Enter @c (nspace set) in the job index: 0 or -ENOMEM.  Left again by
+ * conn_destroy(). */
+int conn_index_add(struct conn *c);
 
 /* conn.c, for conn_dq.c: wake conn_service() soon; start/stop reading the
  * socket; send ERROR with a logged reason and close (idempotent). */

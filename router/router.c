@@ -671,6 +671,8 @@ void router_free(router_t *r)
 		event_free(r->ev_xq);
 	pthread_cond_destroy(&r->xq_cond);
 	pthread_mutex_destroy(&r->xq_lock);
+	strmap_release(&r->job_index);
+	uidmap_release(&r->uid_jobs);
 	free(r->scratch);
 	free(r);
 }

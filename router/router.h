@@ -301,6 +301,8 @@ size_t router_job_rank_count(const router_job_t *job);
 /* The job's owner (set by its first rank), in O(1): for getattr, where
  * router_job_stats() (O(ranks)) would be too slow for big jobs. */
 void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid);
+/* Jobs in the registry (running or complete) owned by @uid.  O(1). */
+size_t router_uid_jobs(router_t *r, uint32_t uid);
 router_rank_t *router_job_rank_at(const router_job_t *job, size_t i);
 router_rank_t *router_job_rank(const router_job_t *job, uint32_t rank);
 router_job_t *router_rank_job(const router_rank_t *rank);

@@ -10,6 +10,7 @@
 
 #include "router/router.h"
 #include "router/stream_i.h"
+#include "router/strmap.h"
 
 struct event;
 struct line_state;
@@ -51,6 +52,8 @@ struct router {
 	bool freeing;	       /* inside router_free() */
 
 	TAILQ_HEAD(, router_job) jobs;	   /* the registry */
+	struct strmap job_index;	   /* nspace -> job of @jobs */
+	struct strmap uid_jobs;		   /* uid -> jobs of @jobs it owns */
 	TAILQ_HEAD(, router_job) all_jobs; /* every job not yet freed */
 	TAILQ_HEAD(, router_sub) subs;
 	int sub_walk;  /* depth of walks over @subs */
