@@ -3,7 +3,6 @@
 # flow_paired).  Each case runs real tools on a real mount, as a user
 # would, and says in its header which peer project's test it models.
 . "$IOFS_SOURCE_DIR/tests/slurm/common.sh"
-DRIVE="python3 $IOFS_SOURCE_DIR/tests/realuse/drive.py"
 
 # long_ok: the long soak runs (normal build); not under ASan, nor with
 # IOFS_REALUSE_LONG=0

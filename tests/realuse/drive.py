@@ -18,12 +18,18 @@
       Run `less +F FILE` under a pseudo-terminal; wait until every TEXT
       was drawn, then Ctrl-C (stop following) and q.  Exit 1 on timeout.
       With DRIVE_MARK=PATH, creates PATH once the first TEXT was drawn.
+  drive.py rebuild NSPACE MERGED OUT
+      Rebuild each rank's stream from a merged view's tagged lines (a line
+      continued under a "+ " tag after another rank's piece joins its
+      start: docs/design.md "Partial lines") into OUT.RANK; print how many
+      continuations there were.  Exit 1 on an untagged line.
   drive.py poll TIMEOUT N FILE...
       poll() the open FILEs for input and read what arrives until N lines
       in all; print "FILE: line" per line.
 """
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -211,6 +217,29 @@ def poll_files(timeout, n, paths):
     return 0 if len(lines) >= n else 1
 
 
+def rebuild(nspace, merged, out):
+    tag = re.compile(rb"^\[" + re.escape(nspace.encode()) +
+                     rb",(\d+)\]<std(?:out|err)>([:+]) ")
+    streams, cont = {}, 0
+    for line in open(merged, "rb"):
+        m = tag.match(line)
+        if not m:
+            sys.stderr.write("untagged line in the merged view: %r\n"
+                             % line[:60])
+            return 1
+        r, text = int(m.group(1)), line[m.end():]
+        s = streams.setdefault(r, bytearray())
+        if m.group(2) == b"+":
+            cont += 1
+            del s[-1:]  # the newline that ended the open line was the view's
+        s += text
+    for r, s in streams.items():
+        with open("%s.%d" % (out, r), "wb") as f:
+            f.write(s)
+    print(cont)
+    return 0
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "follow":
@@ -219,6 +248,8 @@ def main(argv):
         return expect(argv[2], argv[3], float(argv[4]), argv[5:])
     if cmd == "less":
         return less(argv[2], float(argv[3]), argv[4:])
+    if cmd == "rebuild":
+        return rebuild(argv[2], argv[3], argv[4])
     if cmd == "poll":
         return poll_files(float(argv[2]), int(argv[3]), argv[4:])
     sys.stderr.write(__doc__)

@@ -5,6 +5,9 @@
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 SLURM_CLUSTER="$IOFS_SOURCE_DIR/tests/launchers/slurm-cluster"
 SLURM_DIR="$T/slurm"
+# the users' tools driver (tests/realuse/drive.py: follow, expect, less,
+# rebuild, poll)
+DRIVE="python3 $IOFS_SOURCE_DIR/tests/realuse/drive.py"
 
 slurm_stop() {
 	[ -f "$SLURM_DIR/slurm.conf" ] && "$SLURM_CLUSTER" stop "$SLURM_DIR"
