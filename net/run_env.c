@@ -52,8 +52,8 @@ static void take_u32(const struct run_env *e, const char *name, bool *have,
 static void take_name(struct run_launch *l, const char *a, const char *b)
 {
 	char buf[ROUTER_NSPACE_MAX + 2];
-	int n = snprintf(buf, sizeof(buf), "%s%s%s", a, b ? "." : "",
-			 b ? b : "");
+	int n =
+	    snprintf(buf, sizeof(buf), "%s%s%s", a, b ? "." : "", b ? b : "");
 
 	if (n > 0 && n <= ROUTER_NSPACE_MAX && router_nspace_valid(buf, n))
 		memcpy(l->nspace, buf, (size_t)n + 1);
