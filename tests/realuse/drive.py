@@ -25,11 +25,13 @@
       continuations there were.  Exit 1 on an untagged line.
   drive.py poll TIMEOUT N FILE...
       poll() the open FILEs for input and read what arrives until N lines
-      in all; print "FILE: line" per line.
+      in all; print "FILE: line" per line, and "USER SYS" CPU seconds used
+      to stderr.
 """
 import os
 import pty
 import re
+import resource
 import select
 import signal
 import subprocess
@@ -214,6 +216,8 @@ def poll_files(timeout, n, paths):
                 lines.append(ent[0].encode() + b": " + line)
     for line in lines:
         sys.stdout.buffer.write(line + b"\n")
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    sys.stderr.write("%.2f %.2f\n" % (ru.ru_utime, ru.ru_stime))
     return 0 if len(lines) >= n else 1
 
 
