@@ -3,7 +3,8 @@
 # finds a line while the job still runs and ends at once; after the job,
 # `grep -c` per rank tag and `sort | uniq -c` give exact counts; `grep`
 # on a rank file sees untagged bytes.
-# Models Slurm's --label tests (test1.x: srun -l prefixes "N: ") and
+# Models Slurm's srun --label cases (srun -l prefixes "N: ") and the sattach
+# --label/--output-filter test (testsuite/expect/test16.*), and
 # PRRTE's --output tag ("[jobid,rank]<stdout>: ").
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/realuse/common.sh"

@@ -4,8 +4,9 @@
 # stdin, a 2-rank post-processing step); `tail -f` follows step 0 while it
 # runs, step 1 gets its input through the mount, and every step stays in
 # the mount as JOBID.STEPID with exact output (issue 11 defect 4).
-# Models Slurm's multi-step job tests (test1.x / test17.x: several srun in
-# one sbatch/salloc, each its own step) on the real one-node cluster.
+# Models the Slurm testsuite's allocation and batch cases that run several
+# srun steps in one salloc/sbatch, each its own step (sacct JOBID.0, .1, ...),
+# on the real one-node cluster.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/realuse/common.sh"
 start_daemon

@@ -3,7 +3,8 @@
 # tail polls FUSE once a second: /work/shared/notes/fuse-facts.md), the
 # lines exactly those written, once each.
 # Models flux-core t/t2500-job-attach.t ('attach: shows output from job'
-# on a running job) and Slurm's sattach test16.1 (attach to a running step).
+# on a running job) and Slurm's basic sattach test (testsuite/expect/test16.*:
+# attach to a running step, --label, --output-filter).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/realuse/common.sh"
 start_daemon
