@@ -23,6 +23,10 @@
       continued under a "+ " tag after another rank's piece joins its
       start: docs/design.md "Partial lines") into OUT.RANK; print how many
       continuations there were.  Exit 1 on an untagged line.
+  drive.py pty TIMEOUT INPUT CMD...
+      Run CMD under a pseudo-terminal (an interactive login, e.g. salloc's
+      interactive step), type INPUT ("\\n" is a newline), print what the
+      terminal showed; exit with CMD's status, 124 after TIMEOUT s.
   drive.py poll TIMEOUT N FILE...
       poll() the open FILEs for input and read what arrives until N lines
       in all; print "FILE: line" per line, and "USER SYS" CPU seconds used
@@ -244,6 +248,33 @@ def rebuild(nspace, merged, out):
     return 0
 
 
+def run_pty(timeout, text, cmd):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvp(cmd[0], cmd)
+    os.write(fd, text.replace("\\n", "\n").encode())
+    deadline = time.time() + timeout
+    out = b""
+    status = None
+    while time.time() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                pass
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(st)
+            break
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        status = 124
+    sys.stdout.buffer.write(out)
+    return status
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "follow":
@@ -252,6 +283,8 @@ def main(argv):
         return expect(argv[2], argv[3], float(argv[4]), argv[5:])
     if cmd == "less":
         return less(argv[2], float(argv[3]), argv[4:])
+    if cmd == "pty":
+        return run_pty(float(argv[2]), argv[3], argv[4:])
     if cmd == "rebuild":
         return rebuild(argv[2], argv[3], argv[4])
     if cmd == "poll":
