@@ -15,6 +15,10 @@
  *                              special ids as sacct shows them: "1234.batch",
  *                              "1234.extern", "1234.interactive")
  *   Slurm batch script         SLURM_JOB_ID.batch (no SLURM_STEP_ID there)
+ * Measured under Slurm 22.05 (tests/slurm): srun tasks get SLURM_STEP_ID
+ * 0, 1, ...; the batch script has ENVIRONMENT=BATCH and no SLURM_STEP_ID;
+ * salloc's interactive step has SLURM_STEP_ID=4294967290; a salloc shell
+ * without it has neither.  Open MPI 4.1 sets PMIX_NAMESPACE to its jobid.
  */
 #include <errno.h>
 #include <stdio.h>
