@@ -144,6 +144,34 @@ def expect(out_path, in_path, timeout, pairs):
     return 0
 
 
+def pty_read(fd):
+    """What the terminal shows within 0.2 s (b"" once the child is gone)."""
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if not r:
+        return b""
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        time.sleep(0.2)  # EIO: the child closed the terminal; don't spin
+        return b""
+
+
+def pty_wait(pid, fd, secs, kill=True):
+    """Drain the terminal until the child exits: (exit code, output);
+    (None, output) after SECS s (the child is then killed, with KILL)."""
+    deadline = time.time() + secs
+    out = b""
+    while time.time() < deadline:
+        out += pty_read(fd)
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(st), out
+    if kill:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    return None, out
+
+
 def less(path, timeout, texts):
     pid, fd = pty.fork()
     if pid == 0:
@@ -154,36 +182,21 @@ def less(path, timeout, texts):
     want = [t.encode() for t in texts]
     ok = False
     while time.time() < deadline:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                screen += os.read(fd, 65536)
-            except OSError:
-                break
+        screen += pty_read(fd)
         mark = os.environ.get("DRIVE_MARK")
         if mark and want and want[0] in screen and not os.path.exists(mark):
             open(mark, "w").close()
         if all(w in screen for w in want):
             ok = True
             break
+    # Ctrl-C ends following; q quits (sent again until less reads it)
     os.write(fd, b"\x03")
-    time.sleep(0.2)
-    os.write(fd, b"q")
-    end = time.time() + 10
-    status = None
-    while time.time() < end:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                os.read(fd, 65536)
-            except OSError:
-                pass
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
+    for i in range(20):
+        os.write(fd, b"q")
+        status, _ = pty_wait(pid, fd, 0.5, kill=(i == 19))
+        if status is not None:
             break
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    if status is None:
         sys.stderr.write("less: did not quit on Ctrl-C q\n")
         return 1
     if not ok:
@@ -253,26 +266,9 @@ def run_pty(timeout, text, cmd):
     if pid == 0:
         os.execvp(cmd[0], cmd)
     os.write(fd, text.replace("\\n", "\n").encode())
-    deadline = time.time() + timeout
-    out = b""
-    status = None
-    while time.time() < deadline:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                out += os.read(fd, 65536)
-            except OSError:
-                pass
-        done, st = os.waitpid(pid, os.WNOHANG)
-        if done:
-            status = os.waitstatus_to_exitcode(st)
-            break
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        status = 124
+    status, out = pty_wait(pid, fd, timeout)
     sys.stdout.buffer.write(out)
-    return status
+    return 124 if status is None else status
 
 
 def main(argv):
