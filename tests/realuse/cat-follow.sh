@@ -14,14 +14,10 @@ start_daemon
 JOB=$!
 track $JOB
 wait_for 10 test -e "$MNT/follow/1/stdout" || fail "ranks did not appear"
-"$PACE" -c 131072 -d 5 -i "$MNT/follow/0/stdout" -o "$T/got.0" &
-C0=$!
-track $C0
-cat "$MNT/follow/1/stdout" >"$T/got.1" &
-C1=$!
-track $C1
-await_reader $C0 "$MNT/follow/0/stdout"
-await_reader $C1 "$MNT/follow/1/stdout"
+start_pacer "$MNT/follow/0/stdout" "$T/got.0" -c 131072 -d 5
+C0=$PACER_PID
+start_reader "$MNT/follow/1/stdout" "$T/got.1"
+C1=$READER_PID
 touch "$T/go"
 wait_for 10 finished $C1 || fail "cat of the early rank did not end with it"
 wait_for 60 finished $JOB || fail "iofs-run did not end"

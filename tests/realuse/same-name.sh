@@ -20,10 +20,8 @@ FIRST=$!
 track $FIRST
 wait_for 10 test -e "$MNT/dup/0/stdout" || fail "first job did not appear"
 # a slow reader of the first job, attached before it writes
-"$PACE" -c 4096 -d 20 -i "$MNT/dup/0/stdout" -o "$T/first.got" &
-READER=$!
-track $READER
-await_reader $READER "$MNT/dup/0/stdout"
+start_pacer "$MNT/dup/0/stdout" "$T/first.got" -c 4096 -d 20
+READER=$PACER_PID
 touch "$T/go1"
 wait_for 20 finished $FIRST || fail "first job did not end"
 kill -0 $READER 2>/dev/null || fail "reader already done: the case needs unread output"

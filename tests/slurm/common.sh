@@ -45,6 +45,16 @@ expect_rank() { expect_bytes "$1/$2 stdout" "$3" "$MNT/$1/$2/stdout"; }
 # now_bytes FILE: what the live file holds now (st_size bytes; cat
 # would follow the rank until it ends)
 now_bytes() { head -c "$(stat -c %s "$1")" "$1"; }
+# start_pacer FILE OUT PACE_ARGS...: a slow reader (iofs-pace) of FILE into
+# OUT in the background (PACER_PID, tracked), attached on return
+start_pacer() {
+	local f=$1 out=$2
+	shift 2
+	"$PACE" "$@" -i "$f" -o "$out" &
+	PACER_PID=$!
+	track $PACER_PID
+	await_reader $PACER_PID "$f"
+}
 # flow_paired NSPACE RANK: every XOFF of the rank's streams was released
 flow_paired() {
 	local f="$MNT/$1/$2/info" k

@@ -16,13 +16,10 @@ slurm_start
 # --- test1.44: slow reader, 6 MiB, nothing lost, XOFF == XON --------------
 srun_bg "$T/s44.out" -n 1 "$IOFS_RUN" -- sh -c "$(gate go44); exec $PRODUCE -n 6M -s 44"
 wait_for 10 ranks_up "$NS" 1 || fail "test1.44 rank not up"
-"$PACE" -c 65536 -d 8 -i "$MNT/$NS/0/stdout" -o "$T/s44.got" &
-PACER=$!
-track $PACER
-wait_for 10 reader_open $PACER "$MNT/$NS/0/stdout" || fail "slow reader did not open"
+start_pacer "$MNT/$NS/0/stdout" "$T/s44.got" -c 65536 -d 8
 touch "$T/go44"
 srun_done 90
-wait_for 60 finished $PACER || fail "slow reader did not reach the end"
+wait_for 60 finished $PACER_PID || fail "slow reader did not reach the end"
 "$PRODUCE" -n 6M -s 44 >"$T/s44.exp"
 assert_eq "test1.44 bytes" "$(stat -c %s "$T/s44.exp")" "$(stat -c %s "$T/s44.got")"
 assert_eq "test1.44 sha256" "$(sha "$T/s44.exp")" "$(sha "$T/s44.got")"
