@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #define OUTPUT_DIR_MAX_FDS 64 /* open files kept; others reopen to append */
@@ -27,6 +26,7 @@ struct od_stream {
 
 struct output_dir {
 	router_t *r;
+	iofs_log_t *log; /* borrowed */
 	router_sub_t *sub;
 	char *dir;
 	int dirfd; /* the verified top directory */
@@ -284,12 +284,10 @@ static void od_fragment(void *cbdata, const router_proc_t *src,
 	why[0] = '\0';
 	if (len && s->fd < 0 &&
 	    (rc = od_open(od, s, created, why, sizeof(why))) < 0) {
-		syslog(LOG_ERR, "iofs: --output-dir %s/%s/%" PRIu32 ": %s",
-		       od->dir, src->nspace, src->rank,
-		       why[0] ? why : strerror(-rc));
-		fprintf(stderr, "iofs: --output-dir %s/%s/%" PRIu32 ": %s\n",
-			od->dir, src->nspace, src->rank,
-			why[0] ? why : strerror(-rc));
+		iofs_logf(od->log, LOG_ERR, "output-dir",
+			  "%s/%s/%" PRIu32 ": %s: this stream is not copied",
+			  od->dir, src->nspace, src->rank,
+			  why[0] ? why : strerror(-rc));
 		s->failed = true;
 		goto out_complete;
 	}
@@ -299,8 +297,11 @@ static void od_fragment(void *cbdata, const router_proc_t *src,
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			fprintf(stderr, "iofs: --output-dir write: %s\n",
-				strerror(errno));
+			iofs_logf(od->log, LOG_ERR, "output-dir",
+				  "write %s/%s/%" PRIu32 ": %s: this stream is "
+				  "no longer copied",
+				  od->dir, src->nspace, src->rank,
+				  w < 0 ? strerror(errno) : "wrote nothing");
 			s->failed = true;
 			break;
 		}
@@ -313,8 +314,8 @@ out_complete:
 		od_drop(od, s);
 }
 
-int output_dir_new(router_t *r, const char *dir, char *err, size_t errlen,
-		   output_dir_t **out)
+int output_dir_new(router_t *r, iofs_log_t *log, const char *dir, char *err,
+		   size_t errlen, output_dir_t **out)
 {
 	struct output_dir *od;
 	char why[256];
@@ -328,6 +329,7 @@ int output_dir_new(router_t *r, const char *dir, char *err, size_t errlen,
 		return -ENOMEM;
 	}
 	od->r = r;
+	od->log = log;
 	od->dirfd = -1;
 	TAILQ_INIT(&od->streams);
 	rc = mkdir_p(od->dir);

@@ -19,14 +19,17 @@
 
 #include <stddef.h>
 
+#include "log/log.h"
 #include "router/router.h"
 
 typedef struct output_dir output_dir_t;
 
-/* @dir must exist or be creatable, and be safe (above).  Returns 0 or -errno with a message in
+/* @dir must exist or be creatable, and be safe (above).  Write errors go
+ * to @log (borrowed, outlives it; NULL = stderr).  Returns 0 or -errno
+ * with a message in
  * @err.  *out is owned by the caller: output_dir_free(). */
-int output_dir_new(router_t *r, const char *dir, char *err, size_t errlen,
-		   output_dir_t **out);
+int output_dir_new(router_t *r, iofs_log_t *log, const char *dir, char *err,
+		   size_t errlen, output_dir_t **out);
 
 /* Unsubscribe and close every file.  NULL-safe. */
 void output_dir_free(output_dir_t *od);

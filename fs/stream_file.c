@@ -5,9 +5,10 @@
  * router's buffer.  A read at the live end is parked until the reader's
  * ready callback (new bytes or completion) -- unless the handle is in file
  * mode: a handle that asked the kernel for its end (lseek SEEK_END, so a
- * GETATTR carrying this file handle) reads 0 there, like a growing log file,
- * because the programs that ask (tail, grep's SEEK_DATA) treat it as one.
- * docs/filesystem.md has the measured tool behaviour behind the rule.
+ * GETATTR carrying this file handle) reads 0 there (O_NONBLOCK or not), like
+ * a growing log file, because the programs that ask (tail, SEEK_DATA/
+ * SEEK_HOLE users) treat it as one.  docs/filesystem.md has the measured
+ * tool behaviour behind the rule.
  */
 #include "fs/fs_i.h"
 
@@ -16,31 +17,18 @@
 #include <poll.h>
 #include <stdlib.h>
 
-static int router_errno(int rc)
-{
-	switch (rc) {
-	case ROUTER_ERR_NOT_FOUND:
-		return ENOENT;
-	case ROUTER_ERR_BAD_PARAM:
-		return EINVAL;
-	default:
-		return rc < 0 ? -rc : EIO;
-	}
-}
-
 static void stream_free(struct fs_stream *s)
 {
 	struct fs_parked *p;
 
 	while ((p = TAILQ_FIRST(&s->parked))) {
 		TAILQ_REMOVE(&s->parked, p, link);
-		fs_unpark(s->fs, p);
+		fs_unpark(p);
 		fuse_reply_err(p->req, EIO);
 		free(p);
 	}
 	router_reader_close(s->rd);
-	if (s->ph)
-		fuse_pollhandle_destroy(s->ph);
+	fs_poll_drop(&s->ph);
 	TAILQ_REMOVE(&s->fs->streams, s, link);
 	free(s);
 }
@@ -67,7 +55,7 @@ static bool stream_try(struct fs_stream *s, fuse_req_t req, size_t size,
 		/* shutting down, or a file-mode handle at the live end: EOF */
 		fuse_reply_buf(req, NULL, 0);
 	} else if (rc != ROUTER_SUCCESS) {
-		fuse_reply_err(req, router_errno(rc));
+		fuse_reply_err(req, fs_errno(rc, false));
 	} else if (n == 0) {
 		fuse_reply_buf(req, NULL, 0);
 	} else {
@@ -87,14 +75,11 @@ static void stream_ready(void *cbdata)
 		if (!stream_try(s, p->req, p->size, p->off))
 			continue;
 		TAILQ_REMOVE(&s->parked, p, link);
-		fs_unpark(s->fs, p);
+		fs_unpark(p);
 		free(p);
 	}
-	if (s->ph && stream_readable(s)) {
-		fuse_lowlevel_notify_poll(s->ph);
-		fuse_pollhandle_destroy(s->ph);
-		s->ph = NULL;
-	}
+	if (stream_readable(s))
+		fs_poll_wake(&s->ph);
 }
 
 void fs_stream_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
@@ -119,15 +104,25 @@ void fs_stream_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 				stream_ready, s, &s->rd);
 	if (rc != ROUTER_SUCCESS) {
 		free(s);
-		fuse_reply_err(req, router_errno(rc));
+		fuse_reply_err(req, fs_errno(rc, false));
 		return;
 	}
 	TAILQ_INSERT_TAIL(&fs->streams, s, link);
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	fi->fh = (uintptr_t)s;
-	if (fs_reply_open(fs, req, fi) != 0)
+	if (fs_reply_open(&fs->rq, req, fi) != 0)
 		stream_free(s);
+}
+
+/* A parked read interrupted (Ctrl-C, SIGSTOP): EINTR. */
+static void stream_interrupted(struct fs_parked *p)
+{
+	struct fs_stream *s = p->owner;
+
+	TAILQ_REMOVE(&s->parked, p, link);
+	fuse_reply_err(p->req, EINTR);
+	free(p);
 }
 
 void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size, off_t off,
@@ -160,7 +155,7 @@ void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size, off_t off,
 	p->off = off;
 	p->size = size;
 	TAILQ_INSERT_TAIL(&s->parked, p, link);
-	fs_park(s->fs, p);
+	fs_park(&s->fs->rq, p, stream_interrupted);
 }
 
 void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
@@ -168,30 +163,12 @@ void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
 {
 	bool ready = stream_readable(s) || s->fs->shutdown;
 
-	if (ph) {
-		if (s->ph)
-			fuse_pollhandle_destroy(s->ph);
-		s->ph = NULL;
-		if (ready)
-			fuse_pollhandle_destroy(ph);
-		else
-			s->ph = ph;
-	}
-	fuse_reply_poll(req, ready ? POLLIN | POLLRDNORM : 0);
+	fs_poll_reply(req, &s->ph, ph, ready ? POLLIN | POLLRDNORM : 0);
 }
 
 void fs_stream_release(struct fs_stream *s)
 {
 	stream_free(s);
-}
-
-void fs_stream_interrupted(struct fs_parked *p)
-{
-	struct fs_stream *s = p->owner;
-
-	TAILQ_REMOVE(&s->parked, p, link);
-	fuse_reply_err(p->req, EINTR);
-	free(p);
 }
 
 void fs_stream_file_mode(struct fs_stream *s)
@@ -208,13 +185,9 @@ void fs_stream_shutdown(struct fs_stream *s)
 
 	while ((p = TAILQ_FIRST(&s->parked))) {
 		TAILQ_REMOVE(&s->parked, p, link);
-		fs_unpark(s->fs, p);
+		fs_unpark(p);
 		fuse_reply_buf(p->req, NULL, 0);
 		free(p);
 	}
-	if (s->ph) {
-		fuse_lowlevel_notify_poll(s->ph);
-		fuse_pollhandle_destroy(s->ph);
-		s->ph = NULL;
-	}
+	fs_poll_wake(&s->ph);
 }

@@ -208,6 +208,15 @@ void net_drop_reason(int err, char *buf, size_t len)
 			 "connection timed out (TCP keepalive probes "
 			 "unanswered, or sent data unacknowledged for the "
 			 "TCP user timeout: the peer or the link is gone)");
+	else if (err == EHOSTUNREACH || err == ENETUNREACH ||
+		 err == EHOSTDOWN || err == ENETDOWN)
+		/* a timeout too: the kernel reports the last routing error
+		 * its probes met instead of ETIMEDOUT */
+		snprintf(buf, len,
+			 "peer unreachable: %s (keepalive probes or sent data "
+			 "went unanswered: the link or the peer's host is "
+			 "gone)",
+			 strerror(err));
 	else
 		snprintf(buf, len, "connection error: %s", strerror(err));
 }

@@ -51,6 +51,7 @@ struct auth_worker {
 	struct req_list pending, done; /* under lock */
 	size_t npending;	       /* under lock */
 	bool stop;		       /* under lock */
+	struct auth_req *leftover;     /* decoded after stop */
 	struct event *ev_done;
 };
 
@@ -127,6 +128,13 @@ static const char *verdict(munge_err_t e)
 		return "credential expired (older than its time-to-live)";
 	case EMUNGE_CRED_REWOUND:
 		return "credential from the future (clock skew)";
+	case EMUNGE_BAD_CRED:
+	case EMUNGE_BAD_VERSION:
+	case EMUNGE_BAD_CIPHER:
+	case EMUNGE_BAD_MAC:
+	case EMUNGE_BAD_ZIP:
+	case EMUNGE_BAD_REALM:
+	case EMUNGE_BAD_LENGTH:
 	case EMUNGE_CRED_INVALID:
 		return "invalid credential (forged, corrupted, or minted with "
 		       "another MUNGE key)";
@@ -202,6 +210,10 @@ static void *worker_main(void *arg)
 		decode_one(w, q);
 		pthread_mutex_lock(&w->lock);
 		q->where = REQ_DONE;
+		if (w->stop) { /* the loop may be gone: touch no event */
+			w->leftover = q; /* freed by auth_worker_free() */
+			break;
+		}
 		TAILQ_INSERT_TAIL(&w->done, q, link);
 		event_active(w->ev_done, EV_READ, 0);
 	}
@@ -305,6 +317,8 @@ void auth_worker_free(auth_worker_t *w)
 	ts.tv_sec += 3;
 	if (pthread_timedjoin_np(w->th, NULL, &ts) != 0)
 		return;
+	if (w->leftover)
+		req_free(w->leftover);
 	while ((q = TAILQ_FIRST(&w->done))) {
 		TAILQ_REMOVE(&w->done, q, link);
 		req_free(q);

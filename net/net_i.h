@@ -41,7 +41,8 @@ void net_sockaddr_text(const struct sockaddr *sa, char *buf, size_t len);
 void net_tcp_tune(int fd);
 
 /* "connection closed by the peer" (@err 0) or the socket error @err as a
- * drop reason for the log; ETIMEDOUT says what timed out. */
+ * drop reason for the log; ETIMEDOUT and EHOSTUNREACH & co. (what a
+ * keepalive or user timeout reports) say what timed out. */
 void net_drop_reason(int err, char *buf, size_t len);
 
 #endif /* IOFS_NET_NET_I_H */

@@ -20,17 +20,13 @@
 #include "net/run_i.h"
 #include "net/server.h"
 
-void run_log(struct run *r, const char *fmt, ...)
+void run_log(struct run *r, int level, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!r->verbose)
-		return;
-	fprintf(stderr, "iofs-run: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	iofs_vlogf(r->log, level, NULL, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void usage(FILE *f)
@@ -40,7 +36,8 @@ static void usage(FILE *f)
 		"[--rank N | -n COUNT] [--size N]\n"
 		"                [--tag-output] [--rank-output] "
 		"[--timestamp-output] [--xml] [--raw]\n"
-		"                [--strict] [--verbose] -- COMMAND [ARG...]\n"
+		"                [--strict] [-v|--verbose]... [--munge-socket PATH]\n"
+		"                -- COMMAND [ARG...]\n"
 		"Runs COMMAND as rank(s) of job NAME and forwards its stdio "
 		"to the iofs daemon.\n"
 		"See iofs-run(1).\n");
@@ -61,11 +58,11 @@ static void from_launcher(struct run *r, bool have_rank, bool have_size,
 	run_env_launch(&e, &l);
 	if (!l.launcher)
 		return;
-	run_log(
-	    r,
-	    "launcher %s: job name '%s', rank %lld, size %lld (-1: not given)",
-	    l.launcher, l.nspace, l.have_rank ? (long long)l.rank : -1LL,
-	    l.have_size ? (long long)l.size : -1LL);
+	run_log(r, LOG_INFO,
+		"launcher %s: job name '%s', rank %lld, size %lld "
+		"(-1: not given)",
+		l.launcher, l.nspace, l.have_rank ? (long long)l.rank : -1LL,
+		l.have_size ? (long long)l.size : -1LL);
 	if (!have_rank && l.have_rank)
 		r->rank_base = l.rank;
 	if (!have_size && l.have_size)
@@ -88,6 +85,7 @@ enum {
 	OPT_RAW,
 	OPT_STRICT,
 	OPT_VERSION,
+	OPT_MUNGE_SOCKET,
 };
 
 static int parse_args(struct run *r, int argc, char **argv)
@@ -104,6 +102,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 	    {"xml", no_argument, NULL, OPT_XML},
 	    {"raw", no_argument, NULL, OPT_RAW},
 	    {"strict", no_argument, NULL, OPT_STRICT},
+	    {"munge-socket", required_argument, NULL, OPT_MUNGE_SOCKET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
@@ -177,8 +176,11 @@ static int parse_args(struct run *r, int argc, char **argv)
 		case OPT_STRICT:
 			r->strict = true;
 			break;
+		case OPT_MUNGE_SOCKET:
+			r->munge_socket = optarg;
+			break;
 		case 'v':
-			r->verbose = true;
+			r->verbose++;
 			break;
 		case 'h':
 			usage(stdout);
@@ -198,6 +200,10 @@ static int parse_args(struct run *r, int argc, char **argv)
 		return -1;
 	}
 	r->argv = argv + optind;
+	/* quiet by default (the job's own output shares the terminal):
+	 * warnings; -v adds information, -vv debugging */
+	iofs_log_set_level(r->log, r->verbose ? LOG_INFO + (int)r->verbose - 1
+					      : LOG_WARNING);
 	from_launcher(r, have_rank, have_size, have_nspace);
 	if (r->count - 1 > ROUTER_RANK_MAX - r->rank_base) {
 		fprintf(stderr, "iofs-run: ranks %u+%u overflow\n",
@@ -288,6 +294,8 @@ static void release_run(struct run *r)
 	if (r->base)
 		event_base_free(r->base);
 	free(r->scratch);
+	iofs_log_free(r->log);
+	r->log = NULL;
 }
 
 /* Three pipes per rank: -n 1000 needs more than the usual 1024 fds. */
@@ -311,8 +319,12 @@ int main(int argc, char **argv)
 	struct run *r = &run;
 	int rc = 1;
 
-	if (parse_args(r, argc, argv) < 0)
+	if (iofs_log_new("iofs-run", &r->log) < 0)
+		return 1;
+	if (parse_args(r, argc, argv) < 0) {
+		iofs_log_free(r->log);
 		return 2;
+	}
 	raise_nofile(r);
 	r->base = event_base_new();
 	r->scratch = malloc(RUN_READ_CHUNK);
@@ -351,7 +363,7 @@ int main(int argc, char **argv)
 	else
 		rc = r->exit_code;
 	if (r->xoff_rx || r->xon_rx)
-		run_log(r, "XOFF received %llu, XON received %llu",
+		run_log(r, LOG_INFO, "XOFF received %llu, XON received %llu",
 			(unsigned long long)r->xoff_rx,
 			(unsigned long long)r->xon_rx);
 out_release:

@@ -16,23 +16,17 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "net/auth.h"
 #include "net/net_i.h"
 #include "net/server_i.h"
 
 void srv_log(net_server_t *s, int level, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
-	if (level >= LOG_DEBUG && !s->cfg.debug)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	iofs_vlogf(s->cfg.log, level, "net", fmt, ap);
 	va_end(ap);
-	if (s->cfg.log)
-		s->cfg.log(s->cfg.log_ctx, level, msg);
-	else
-		fprintf(stderr, "iofs: net: %s\n", msg);
 }
 
 static void raise_nofile(net_server_t *s)
@@ -63,7 +57,13 @@ int net_server_new(struct event_base *base, router_t *r,
 	s->router = r;
 	if (cfg)
 		s->cfg = *cfg;
+	net_limits_fill(&s->cfg.limits);
 	raise_nofile(s);
+	if (s->cfg.auth == NET_AUTH_NONE)
+		srv_log(s, LOG_WARNING,
+			"*** -o auth=none: TCP forwarders are NOT "
+			"authenticated; anyone who reaches a TCP listener can "
+			"run jobs as any uid and read their stdin ***");
 	*out = s;
 	return 0;
 }
@@ -80,8 +80,8 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 		net_sockaddr_text(sa, who, sizeof(who));
 		srv_log(s, LOG_WARNING,
 			"refused TCP connection from %s on %s: not loopback "
-			"(TCP is unauthenticated; start iofs with the "
-			"allow-remote option to accept it)",
+			"(start iofs with -o allow_remote to accept remote "
+			"forwarders; they then prove their uid with MUNGE)",
 			who, l->text);
 		close(fd);
 		return;
@@ -348,10 +348,16 @@ int net_server_listen(net_server_t *s, const char *addr, char *err,
 	l->resume = evtimer_new(s->base, accept_resume_cb, l);
 	l->next = s->listeners;
 	s->listeners = l;
-	srv_log(s, LOG_INFO, "listening on %s%s", addr,
+	srv_log(s, l->is_unix || s->cfg.auth == NET_AUTH_MUNGE ? LOG_INFO
+								 : LOG_WARNING,
+		"listening on %s%s%s", addr,
 		!l->is_unix && !s->cfg.allow_remote_tcp
 		    ? " (loopback peers only)"
-		    : "");
+		    : "",
+		l->is_unix ? ""
+		: s->cfg.auth == NET_AUTH_MUNGE
+		    ? " (MUNGE credentials required)"
+		    : " (UNAUTHENTICATED: -o auth=none)");
 	return 0;
 }
 
@@ -378,6 +384,9 @@ void net_server_free(net_server_t *s)
 	net_server_stop_listening(s);
 	while (s->conns)
 		conn_destroy(s->conns);
+	conn_admit_report(s);
 	strmap_release(&s->conns_by_ns);
+	uidmap_release(&s->uids);
+	auth_worker_free(s->auth);
 	free(s);
 }

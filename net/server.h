@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 
+#include "log/log.h"
 #include "router/router.h"
 
 struct event_base;
@@ -27,7 +28,7 @@ enum net_auth {
 /*
  * Per-user limits (iofs(8) -o max_*; 0 = the default in parentheses).
  * uid 0 is exempt.  A refusal is logged with the uid and the limit's
- * option name and counted (net_server_refusals()).
+ * option name and counted (the counts are logged again at the end).
  */
 struct net_limits {
 	uint32_t ranks_hello; /* announced ranks per HELLO (65536) */
@@ -44,11 +45,9 @@ struct net_server_config {
 	enum net_auth auth;
 	const char *munge_socket; /* NULL: $MUNGE_SOCKET, libmunge default */
 	struct net_limits limits;
-	bool debug;	       /* log every frame */
-	/* Optional log sink (syslog LOG_* level); NULL = stderr.  Called on
-	 * the loop thread; @msg is borrowed for the call. */
-	void (*log)(void *ctx, int level, const char *msg);
-	void *log_ctx;
+	/* Borrowed, outlives the server; NULL = stderr.  Messages carry the
+	 * module "net"; every frame is logged at LOG_DEBUG. */
+	iofs_log_t *log;
 };
 
 /*
@@ -58,9 +57,6 @@ struct net_server_config {
  */
 int net_config_option(struct net_server_config *cfg, const char *tok,
 		      char *err, size_t errlen);
-
-/* Refusals because of a per-user limit, since the start. */
-uint64_t net_server_refusals(const net_server_t *s);
 
 /* Returns 0 or -errno.  *out owned by the caller: net_server_free(). */
 int net_server_new(struct event_base *base, router_t *r,

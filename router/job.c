@@ -164,7 +164,8 @@ static void job_unlink(router_job_t *job)
 	for (int ci = 0; ci < CI_N; ci++)
 		stream_flow_release(&job->m[ci].s);
 	TAILQ_REMOVE(&job->r->jobs, job, link);
-	strmap_del(&job->r->job_index, job->nspace);
+	if (strmap_get(&job->r->job_index, job->nspace) == job)
+		strmap_del(&job->r->job_index, job->nspace);
 	if (job->owner_counted)
 		uidmap_add(&job->r->uid_jobs, job->uid, 0, -1);
 	job->removed = true;

@@ -61,16 +61,11 @@ uint64_t router_now(router_t *r)
 
 void router_logf(router_t *r, int level, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	iofs_vlogf(r->log, level, "router", fmt, ap);
 	va_end(ap);
-	if (r->log)
-		r->log(r->log_ctx, level, msg);
-	else
-		fprintf(stderr, "%s\n", msg);
 }
 
 int router_scratch(router_t *r, size_t n)
@@ -588,7 +583,6 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->clock = cfg->clock ? cfg->clock : default_clock;
 	r->clock_ctx = cfg->clock_ctx;
 	r->log = cfg->log;
-	r->log_ctx = cfg->log_ctx;
 	r->loop_thread = pthread_self();
 	TAILQ_INIT(&r->jobs);
 	TAILQ_INIT(&r->all_jobs);

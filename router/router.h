@@ -37,6 +37,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "log/log.h"
+
 struct event_base;
 
 typedef struct router router_t;
@@ -129,7 +131,6 @@ bool router_dir_local_output(const router_directives_t *d);
 
 typedef void (*router_op_cb_t)(int status, void *cbdata);
 typedef uint64_t (*router_clock_fn)(void *ctx); /* CLOCK_REALTIME, ns */
-typedef void (*router_log_fn)(void *ctx, int level, const char *msg);
 
 struct router_config {
 	size_t window;         /* retained bytes per stream; 0 = 1 MiB */
@@ -139,8 +140,7 @@ struct router_config {
 	size_t buffering_size; /* flush a partial line at this size; 0 = 4 KiB */
 	router_clock_fn clock; /* NULL = clock_gettime(CLOCK_REALTIME) */
 	void *clock_ctx;
-	router_log_fn log; /* NULL = stderr; level is a syslog LOG_* level */
-	void *log_ctx;
+	iofs_log_t *log; /* borrowed, outlives the router; NULL = stderr */
 };
 
 /*

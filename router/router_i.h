@@ -45,8 +45,7 @@ struct router {
 	uint64_t buffering_ns;
 	router_clock_fn clock;
 	void *clock_ctx;
-	router_log_fn log;
-	void *log_ctx;
+	iofs_log_t *log;       /* borrowed */
 	pthread_t loop_thread; /* under xq_lock */
 	bool shut;	       /* router_shutdown() ran (loop-thread view) */
 	bool freeing;	       /* inside router_free() */

@@ -112,12 +112,18 @@ static void uid_key(char key[12], uint32_t uid)
 	snprintf(key, 12, "%u", uid);
 }
 
-uint64_t uidmap_value(const struct strmap *m, uint32_t uid, unsigned i)
+struct uid_entry *uidmap_entry(const struct strmap *m, uint32_t uid)
 {
 	char key[12];
 
 	uid_key(key, uid);
-	const struct uid_entry *e = strmap_get(m, key);
+	return strmap_get(m, key);
+}
+
+uint64_t uidmap_value(const struct strmap *m, uint32_t uid, unsigned i)
+{
+	const struct uid_entry *e = uidmap_entry(m, uid);
+
 	return e && i < UIDMAP_NCOUNT ? e->n[i] : 0;
 }
 

@@ -44,6 +44,8 @@ struct uid_entry {
 	char key[12];
 	uint64_t n[UIDMAP_NCOUNT];
 };
+/* The entry of @uid, NULL if it has none (valid while a counter is set). */
+struct uid_entry *uidmap_entry(const struct strmap *m, uint32_t uid);
 /* Counter @i of @uid (0 if absent). */
 uint64_t uidmap_value(const struct strmap *m, uint32_t uid, unsigned i);
 /* Counter @i of @uid += @delta (never below 0): 0, or -ENOMEM (a new

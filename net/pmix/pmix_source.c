@@ -29,15 +29,13 @@ static struct {
 	bool busy;	      /* a source exists (PMIx_tool_init'ed) */
 } owner = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void ps_log(const char *fmt, ...)
+void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	iofs_vlogf(ps->log, level, "pmix", fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "iofs: pmix: %s\n", msg);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -224,7 +222,8 @@ static void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel,
 	if (payload && payload->size > 0) {
 		m->bytes = malloc(payload->size);
 		if (!m->bytes) {
-			ps_log("out of memory: %zu bytes of %s/%u dropped",
+			ps_log(ps, LOG_ERR,
+			       "out of memory: %zu bytes of %s/%u dropped",
 			       payload->size, m->nspace, m->rank);
 			ps_msg_free(m);
 			return;
@@ -285,10 +284,15 @@ static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 
 static void pt_evreg(pmix_status_t status, size_t refid, void *cbdata)
 {
-	if (status != PMIX_SUCCESS)
-		ps_log("cannot register for job events: %s (job ends will "
-		       "only be seen when a job leaves the namespace list)",
-		       PMIx_Error_string(status));
+	pmix_source_t *ps;
+
+	if (status == PMIX_SUCCESS || !(ps = owner_get()))
+		return;
+	ps_log(ps, LOG_WARNING,
+	       "cannot register for job events: %s (job ends will "
+	       "only be seen when a job leaves the namespace list)",
+	       PMIx_Error_string(status));
+	ps_unref(ps);
 }
 
 static void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
@@ -355,7 +359,8 @@ static void source_lost(pmix_source_t *ps, pmix_status_t why)
 	if (ps->lost)
 		return;
 	ps->lost = true;
-	ps_log("lost the PMIx server (%s): running ranks are marked lost, "
+	ps_log(ps, LOG_WARNING,
+	       "lost the PMIx server (%s): running ranks are marked lost, "
 	       "what was received stays readable",
 	       PMIx_Error_string(why));
 	event_del(ps->requery_ev);
@@ -389,7 +394,8 @@ static void start_pull(struct ps_job *job)
 #pragma GCC diagnostic pop
 #endif
 	if (st != PMIX_SUCCESS) {
-		ps_log("PMIx_IOF_pull %s: %s (retried at the next query)",
+		ps_log(ps, LOG_WARNING,
+		       "PMIx_IOF_pull %s: %s (retried at the next query)",
 		       job->nspace, PMIx_Error_string(st));
 		ps_op_abort(m);
 		return;
@@ -434,11 +440,13 @@ static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
 		return job->ignored ? NULL : job;
 	job = ps_job_new(ps, nspace);
 	if (!job) {
-		ps_log("namespace '%s' not followed: out of memory", nspace);
+		ps_log(ps, LOG_ERR,
+		       "namespace '%s' not followed: out of memory", nspace);
 		return NULL;
 	}
 	if (job->ignored) { /* remembered, so this is said once */
-		ps_log("ignoring namespace '%s': not a valid directory name",
+		ps_log(ps, LOG_WARNING,
+		       "ignoring namespace '%s': not a valid directory name",
 		       nspace);
 		return NULL;
 	}
@@ -500,7 +508,8 @@ static void on_query(pmix_source_t *ps, struct ps_msg *m)
 			continue;
 		if (job->size_pending &&
 		    ++job->size_wait > PS_SIZE_WAIT_QUERIES) {
-			ps_log("%s: no PMIX_JOB_SIZE answer: pulling anyway",
+			ps_log(ps, LOG_NOTICE,
+			       "%s: no PMIX_JOB_SIZE answer: pulling anyway",
 			       job->nspace);
 			job->size_pending = false;
 			start_pull(job);
@@ -580,8 +589,8 @@ static void ps_dispatch(void *arg)
 			job->pulled = true;
 			job->iof_id = m->len;
 		} else if (job) {
-			ps_log("PMIx_IOF_pull %s refused: %s", m->nspace,
-			       PMIx_Error_string(m->status));
+			ps_log(ps, LOG_WARNING, "PMIx_IOF_pull %s refused: %s",
+			       m->nspace, PMIx_Error_string(m->status));
 			job->pulling = false;
 			if (is_loss(m->status))
 				source_lost(ps, m->status);
@@ -601,7 +610,8 @@ static void on_requery(evutil_socket_t fd, short what, void *arg)
 	/* a query PMIx never answers must not stop discovery: ask again (a
 	 * late answer is still handled, it only re-lists the namespaces) */
 	if (ps->query_inflight && ++ps->query_ticks > PS_QUERY_STUCK_TICKS) {
-		ps_log("namespace query unanswered for %u ms: asking again",
+		ps_log(ps, LOG_NOTICE,
+		       "namespace query unanswered for %u ms: asking again",
 		       PS_QUERY_STUCK_TICKS * PS_REQUERY_MS);
 		ps->query_inflight = false;
 	}
@@ -669,8 +679,9 @@ static int server_info(const char *server, pmix_info_t *info, char *err,
 	return 1;
 }
 
-int pmix_source_new(struct event_base *base, router_t *r, const char *server,
-		    char *err, size_t errlen, pmix_source_t **out)
+int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
+		    const char *server, char *err, size_t errlen,
+		    pmix_source_t **out)
 {
 	static pmix_status_t codes[] = {
 	    PMIX_EVENT_JOB_END,	      PMIX_EVENT_PROC_TERMINATED,
@@ -716,6 +727,7 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	atomic_init(&ps->refs, 1);
 	ps->base = base;
 	ps->r = r;
+	ps->log = log;
 	pthread_mutex_init(&ps->lock, NULL);
 	ps->requery_ev = event_new(base, -1, EV_PERSIST, on_requery, ps);
 	ps->xoff_ev = evtimer_new(base, on_server_xon, ps);
@@ -738,8 +750,8 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	pthread_mutex_lock(&owner.lock);
 	owner.owner = ps;
 	pthread_mutex_unlock(&owner.lock);
-	ps_log("attached to %s as tool %s.%u (%s)", server, ps->me.nspace,
-	       ps->me.rank, PMIx_Get_version());
+	ps_log(ps, LOG_INFO, "attached to %s as tool %s.%u (%s)", server,
+	       ps->me.nspace, ps->me.rank, PMIx_Get_version());
 
 	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
 	st =

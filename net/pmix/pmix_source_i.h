@@ -104,6 +104,7 @@ struct ps_job {
 struct pmix_source {
 	struct event_base *base;
 	router_t *r;
+	iofs_log_t *log; /* borrowed */
 	atomic_int refs; /* owner + one per deferred message in flight */
 	bool closing;	 /* pmix_source_free() ran: loop fns only unref */
 	bool lost;	 /* server gone: no more PMIx calls but finalize */
@@ -155,7 +156,8 @@ struct ps_msg {
 	pmix_query_t *queries;
 };
 
-void ps_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 void ps_ref(pmix_source_t *ps);
 void ps_unref(pmix_source_t *ps);

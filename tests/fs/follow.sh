@@ -4,7 +4,8 @@
 # writes shows each line within ~2 s; tail -f -n +1 and less +F under a pty
 # show a line that comes later; an interactive driver opens stdout BEFORE
 # stdin and gets 20 answers; cat of an empty live rank follows it to its
-# exact end; a reader that opens and never reads still XOFFs the producer.
+# exact end; only a descriptor that asked for its end reads 0 at the live
+# end; a reader that opens and never reads still XOFFs the producer.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/fs/common.sh"
 
@@ -129,6 +130,37 @@ assert_eq "cat status" 0 "$(rc_of $CAT)"
 assert_eq "cat bytes" 300000 "$(stat -c %s "$T/cat.got")"
 assert_eq "cat content" "$(sha "$T/cat.want")" "$(sha "$T/cat.got")"
 wait_for 10 exited "$MNT/cat/0/info" || fail "cat rank did not end"
+
+# the rule itself, per descriptor: SEEK_END or SEEK_DATA makes reads at the
+# live end return 0 (O_NONBLOCK too); SEEK_SET/SEEK_CUR and fstat do not
+run_job fm 1 sh -c "$(gate fm-end)"
+timeout 30 python3 - "$MNT/fm/0/stdout" >"$T/fm.out" 2>&1 <<'PY' || fail "file-mode rule: $(cat "$T/fm.out")"
+import errno, fcntl, os, select, sys
+path = sys.argv[1]
+def parked(fd):  # a blocking read would wait: poll says not readable
+    return not select.select([fd], [], [], 0.3)[0]
+plain = os.open(path, os.O_RDONLY)
+os.fstat(plain); os.lseek(plain, 0, os.SEEK_SET); os.lseek(plain, 0, os.SEEK_CUR)
+assert parked(plain), "a plain descriptor is readable at the live end"
+for whence in (os.SEEK_END, os.SEEK_DATA):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.lseek(fd, 0, whence)
+    except OSError as e:  # SEEK_DATA at the end of data: ENXIO
+        assert e.errno == errno.ENXIO, e
+    assert os.read(fd, 100) == b"", f"whence {whence}: not EOF"
+    fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
+    assert os.read(fd, 100) == b"", f"whence {whence}: O_NONBLOCK not EOF"
+    os.close(fd)
+fcntl.fcntl(plain, fcntl.F_SETFL, os.O_NONBLOCK)
+try:
+    os.read(plain, 100)
+    sys.exit("O_NONBLOCK read at the live end did not fail")
+except BlockingIOError:
+    pass
+print("ok")
+PY
+touch "$T/fm-end"
 
 # a reader that opens (the rank still empty) and never reads holds the
 # producer back; closing it releases it; XOFF == XON at the end

@@ -8,7 +8,8 @@
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 
 PORT=$((30000 + $$ % 20000))
-start_daemon --listen "tcp:127.0.0.1:$PORT"
+# TCP needs MUNGE by default; this suite has no munged (tests/security does)
+start_daemon --listen "tcp:127.0.0.1:$PORT" -o auth=none
 
 # --- loopback TCP is accepted without the allow-remote option -------------
 "$IOFS_RUN" --connect "tcp:127.0.0.1:$PORT" --nspace tcp1 -- sh -c 'printf "over tcp"'

@@ -10,7 +10,8 @@
 
 SILENCE=32
 PORT=$((21000 + $$ % 20000))
-start_daemon --listen "tcp:127.0.0.1:$PORT"
+# TCP needs MUNGE by default; this suite has no munged (tests/security does)
+start_daemon --listen "tcp:127.0.0.1:$PORT" -o auth=none
 
 quiet_rank='echo a; sleep "$0"; echo b'
 "$IOFS_RUN" --nspace qu -- sh -c "$quiet_rank" $SILENCE >"$T/qu.out" 2>"$T/qu.err" &

@@ -175,6 +175,7 @@ static void teardown_path(enum path path)
 	assert_int_equal(h->fr[0].xon[OUT], 1);
 	assert_int_equal(h->fr[0].bad, 0);
 	event_base_free(h->base);
+	iofs_log_free(h->lg);
 	free(h);
 }
 

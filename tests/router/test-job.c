@@ -257,6 +257,10 @@ static void index_many_jobs(void **state)
 		listed++;
 	}
 	assert_int_equal(listed, NJOBS / 2);
+	/* every job is uid 1's (h_reg): counted per uid, removals and
+	 * replacements included */
+	assert_int_equal(router_uid_jobs(h->r, 1), NJOBS / 2);
+	assert_int_equal(router_uid_jobs(h->r, 2), 0);
 	/* 100,000 lookups (hits and misses) among 2,500 jobs: a linear walk
 	 * took ~1 s here, the index a few ms. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);

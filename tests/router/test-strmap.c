@@ -2,6 +2,7 @@
 /* strmap: the string-keyed hash map behind the job registry, checked
  * against a plain array under random puts and deletes (backward-shift
  * deletion must keep every probe run reachable). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -73,11 +74,39 @@ static void random_against_array(void **state)
 	strmap_release(&m);
 }
 
+/* Per-uid counters: an entry lives while a counter is non-zero. */
+static void uid_counters(void **state)
+{
+	struct strmap m = {0};
+
+	(void)state;
+	assert_int_equal(uidmap_value(&m, 7, 0), 0);
+	assert_int_equal(uidmap_add(&m, 7, 0, -1), 0); /* no entry, no-op */
+	assert_int_equal(strmap_count(&m), 0);
+	assert_int_equal(uidmap_add(&m, 7, 0, 3), 0);
+	assert_int_equal(uidmap_add(&m, 7, 2, 10), 0);
+	assert_int_equal(uidmap_add(&m, 4294967295u, 1, 1), 0);
+	assert_int_equal(uidmap_value(&m, 7, 0), 3);
+	assert_int_equal(uidmap_value(&m, 7, 2), 10);
+	assert_int_equal(uidmap_value(&m, 4294967295u, 1), 1);
+	assert_non_null(uidmap_entry(&m, 7));
+	assert_int_equal(uidmap_add(&m, 7, 0, -5), 0); /* floors at 0 */
+	assert_int_equal(uidmap_value(&m, 7, 0), 0);
+	assert_non_null(uidmap_entry(&m, 7)); /* counter 2 still set */
+	assert_int_equal(uidmap_add(&m, 7, 2, -10), 0);
+	assert_null(uidmap_entry(&m, 7));
+	assert_int_equal(strmap_count(&m), 1);
+	assert_int_equal(uidmap_add(&m, 7, UIDMAP_NCOUNT, 1), -EINVAL);
+	uidmap_release(&m); /* frees the entry left */
+	uidmap_release(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(basics),
 	    cmocka_unit_test(random_against_array),
+	    cmocka_unit_test(uid_counters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@ def hello(ns, base=0, count=1, job_size=0, host=b'h', version=2, uid=0, gid=0, c
                        uid, gid, 0, 0) + bytes([len(ns)]) + ns + bytes([len(host)]) + host
     if version >= 3:
         cred = cred or b''
-        body += struct.pack('<I', len(cred)) + cred
+        body += struct.pack('<H', len(cred)) + cred
     return frame(T_HELLO, body)
 
 
@@ -62,7 +62,10 @@ def recv_frame(s):
 
 def answer(s):
     """'WELCOME', 'ERROR <code> <msg>' or 'EOF': the daemon's reply to a HELLO."""
-    t, body = recv_frame(s)
+    return answer_of(*recv_frame(s))
+
+
+def answer_of(t, body):
     if t == T_WELCOME:
         return 'WELCOME'
     if t == T_ERROR:
