@@ -5,9 +5,9 @@
 # unread output").  The reader of the first job gets every byte of it to
 # its end, and the first job's output stays reachable in the mount; the
 # second run's output is exact wherever the rule puts it.
-# PENDING: the collision rule belongs to the security change (router/net);
-# this case is registered as expected-to-fail until it lands on main
-# (tests/realuse/meson.build, realuse_pending).
+# The rule (docs/filesystem.md, "Job names"): the first job keeps its name
+# while an open file still reads it; the second run is 'dup~1' and
+# iofs-run says so.
 # Models flux-core's 'attach: detached job was not canceled' and Slurm's
 # job-name reuse (a name is no identity: sbatch --job-name twice keeps both).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
@@ -41,6 +41,9 @@ for d in "$MNT"/*/; do
 done
 [ -n "$found" ] || fail "the first job was destroyed by the second run: $(ls "$MNT")"
 log "first job still at $found"
-# the second run's line is somewhere: in the mount or, if refused, locally
-grep -rqsx "second run" "$MNT"/*/0/stdout "$T/second.out" || fail "the second run's output is lost"
+[ "$found" = "$MNT/dup/" ] || fail "the first job moved: found at $found"
+# the second run is dup~1, and iofs-run said so
+assert_eq "second run's output" "second run" "$(cat "$MNT/dup~1/0/stdout" 2>&1)"
+grep -q "this run is 'dup~1'" "$T/second.out" || fail "iofs-run did not say its name: $(cat "$T/second.out")"
+assert_eq "dup~1 requested" "dup" "$(info_get "$MNT/dup~1/info" requested)"
 log "OK"
