@@ -83,9 +83,10 @@ static void from_launcher(struct run_args *a, iofs_log_t *log)
 	if (!l.launcher)
 		return;
 	run_log(log, LOG_INFO,
-		"launcher %s: rank %s%u, size %s%u, job name '%s'", l.launcher,
-		l.have_rank ? "" : "unset ", l.rank,
-		l.have_size ? "" : "unset ", l.size, l.nspace);
+		"launcher %s: job name '%s', rank %lld, size %lld "
+		"(-1: not given)",
+		l.launcher, l.nspace, l.have_rank ? (long long)l.rank : -1LL,
+		l.have_size ? (long long)l.size : -1LL);
 	if (!a->have_rank && l.have_rank)
 		o->rank_base = l.rank;
 	if (!a->have_size && l.have_size)
