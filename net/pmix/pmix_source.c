@@ -27,6 +27,9 @@ static struct {
 	pthread_mutex_t lock;
 	pmix_source_t *owner; /* NULL outside pmix_source_new..free */
 	bool busy;	      /* a source exists (PMIx_tool_init'ed) */
+	/* a source left connected at shutdown (no PMIx_tool_finalize, see
+	 * pmix_source_free): kept reachable until the process exits */
+	pmix_source_t *detached;
 } owner = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void ps_log(const char *fmt, ...)
@@ -122,7 +125,7 @@ bool ps_op_claim(struct ps_msg *m)
 	bool mine;
 
 	pthread_mutex_lock(&ps->lock);
-	mine = m->pending;
+	mine = m->pending && !ps->detached;
 	if (mine) {
 		m->pending = false;
 		if (m->prev)
@@ -397,15 +400,28 @@ static void start_pull(struct ps_job *job)
 	job->pulling = true;
 }
 
+/* One PMIx_Get_nb at a time: libpmix 5.0.7 answers every pending get of
+ * the same proc from one reply and frees the request that reply belongs
+ * to while still walking the list with it (heap-use-after-free in
+ * PMIx_Check_nspace, openpmix v5.0.7 src/client/pmix_client_get.c
+ * _getnb_cbfunc; docs/pmix.md).  With a single get in flight that walk
+ * ends at the freed request.  Jobs wait (size_pending, !size_asked) in
+ * discovery order; ps_size_next() asks for the next. */
 static void request_size(struct ps_job *job)
 {
 	pmix_source_t *ps = job->ps;
-	struct ps_msg *m = ps_op_new(ps, PS_MSG_SIZE);
+	struct ps_msg *m;
 	int timeout = 5;
 	pmix_status_t st;
 
-	if (!m)
+	job->size_pending = true; /* pull after the answer (or the wait) */
+	if (ps->size_inflight || ps->lost || ps->closing)
+		return; /* asked by ps_size_next() */
+	m = ps_op_new(ps, PS_MSG_SIZE);
+	if (!m) {
+		job->size_pending = false;
 		return;
+	}
 	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
 	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
 	PMIX_INFO_CREATE(m->info, 1);
@@ -417,9 +433,26 @@ static void request_size(struct ps_job *job)
 	    PMIx_Get_nb(&m->proc, PMIX_JOB_SIZE, m->info, m->ninfo, pt_size, m);
 	if (st != PMIX_SUCCESS) {
 		ps_op_abort(m); /* ranks then appear with their first output */
+		job->size_pending = false;
 		return;
 	}
-	job->size_pending = true;
+	job->size_asked = true;
+	ps->size_inflight = true;
+}
+
+/* The size get in flight was answered: ask for the next waiting job's. */
+static void ps_size_next(pmix_source_t *ps)
+{
+	ps->size_inflight = false;
+	for (struct ps_job *job = ps->jobs; job && !ps->size_inflight;
+	     job = job->next)
+		if (job->size_pending && !job->size_asked && !job->ignored) {
+			request_size(job);
+			if (!job->size_pending) { /* refused: pull without it */
+				start_pull(job);
+				ps_job_release_held(job);
+			}
+		}
 }
 
 /* A namespace the server runs: the job record, pulling its output. */
@@ -566,13 +599,14 @@ static void ps_dispatch(void *arg)
 		break;
 	case PS_MSG_SIZE:
 		job = ps_job_find(ps, m->nspace);
-		if (!job)
-			break;
-		if (m->status == PMIX_SUCCESS)
+		if (job && m->status == PMIX_SUCCESS)
 			ps_job_set_size(job, m->rank);
-		job->size_pending = false;
-		start_pull(job);
-		ps_job_release_held(job);
+		if (job) {
+			job->size_pending = false;
+			start_pull(job);
+			ps_job_release_held(job);
+		}
+		ps_size_next(ps);
 		break;
 	case PS_MSG_PULLED:
 		job = ps_job_find(ps, m->nspace);
@@ -765,6 +799,28 @@ out_free_info:
 	return rc;
 }
 
+/*
+ * libpmix 5 (5.0.7 measured; fixed only on openpmix master, commit
+ * 5fc2e3ded "Do not delete a peer's events after the base they were on is
+ * gone") crashes in PMIx_tool_finalize while the server connection is up:
+ * it frees its event base, then releases the server peer, whose destructor
+ * event_del()s the recv event and so locks a mutex inside the freed base
+ * (SIGSEGV in pthread_mutex_lock under MALLOC_PERTURB_, docs/pmix.md).  So
+ * with libpmix >= 5 and the server still there, iofs does not finalize: it
+ * leaves the connection to the process exit (the server sees the tool's
+ * socket close), silences every callback (owner NULL, ps->detached) and
+ * keeps the source and the operations PMIx still holds reachable.
+ */
+static bool finalize_is_safe(const pmix_source_t *ps)
+{
+#if PMIX_NUMERIC_VERSION >= 0x00050000
+	return ps->lost;
+#else
+	(void)ps;
+	return true;
+#endif
+}
+
 void pmix_source_free(pmix_source_t *ps)
 {
 	struct ps_msg *list;
@@ -781,6 +837,15 @@ void pmix_source_free(pmix_source_t *ps)
 	ps->closing = true;
 	for (struct ps_job *job = ps->jobs; job; job = job->next)
 		ps_job_release_held(job); /* frees them: they hold references */
+	if (!finalize_is_safe(ps)) {
+		pthread_mutex_lock(&ps->lock);
+		ps->detached = true; /* op callbacks claim nothing from now */
+		pthread_mutex_unlock(&ps->lock);
+		pthread_mutex_lock(&owner.lock);
+		owner.detached = ps; /* keeps it and its pending ops reachable */
+		pthread_mutex_unlock(&owner.lock); /* busy stays: no new init */
+		return; /* our reference stays with owner.detached */
+	}
 	PMIx_tool_finalize();
 	/* ops PMIx never called back will not be now: reclaim them */
 	pthread_mutex_lock(&ps->lock);

@@ -85,7 +85,8 @@ struct ps_job {
 	bool pulling;	    /* PMIx_IOF_pull accepted */
 	bool pulled;	    /* ... and registered: @iof_id is valid */
 	size_t iof_id;	    /* for PMIx_IOF_deregister at free */
-	bool size_pending;  /* PMIX_JOB_SIZE asked: pull after the answer */
+	bool size_pending;  /* PMIX_JOB_SIZE wanted: pull after the answer */
+	bool size_asked;    /* ... and its PMIx_Get_nb was started */
 	unsigned size_wait; /* queries seen while waiting for it */
 	/* output that came before the size answer, delivered after it */
 	struct ps_msg *held, **held_tail;
@@ -108,6 +109,8 @@ struct pmix_source {
 	bool closing;	 /* pmix_source_free() ran: loop fns only unref */
 	bool lost;	 /* server gone: no more PMIx calls but finalize */
 	bool query_inflight;
+	bool size_inflight; /* a PMIx_Get_nb(PMIX_JOB_SIZE) is out */
+	bool detached;	    /* left connected at shutdown: ignore callbacks */
 	unsigned query_ticks; /* requery ticks the current query has taken */
 	pmix_proc_t me;
 	struct event *requery_ev;

@@ -172,9 +172,15 @@ static void job_size_holds_completion(void **state)
 	router_job_stats(job, &st);
 	assert_int_equal(st.dropped_bytes, 5);
 	assert_int_equal(st.stdout_bytes, 0);
-	/* An unknown rank delivering into the finished job: a new run. */
+	/* An unknown rank delivering into the finished job: a new run.  The
+	 * old job may be freed and its address reused (glibc 2.41 does), so
+	 * the new run is told by its own counters, not by its address. */
 	h_puts(h, "js", 7, "new\n");
-	assert_ptr_not_equal(router_job_lookup(h->r, "js"), job);
+	job = router_job_lookup(h->r, "js");
+	assert_non_null(job);
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.stdout_bytes, 4);
 	h_free(h);
 }
 
@@ -216,8 +222,15 @@ static void remove_incomplete_job(void **state)
 	    ROUTER_SUCCESS);
 	assert_int_equal(n, 0); /* EOF, not "try again" */
 	router_reader_close(rd);
+	/* a late rank starts a new run (told by its state, not its address:
+	 * the removed job is freed and glibc 2.41 reuses the block) */
 	h_reg(h, "inc", 1, 3);
-	assert_ptr_not_equal(router_job_lookup(h->r, "inc"), job);
+	job = router_job_lookup(h->r, "inc");
+	assert_non_null(job);
+	assert_false(router_job_removed(job));
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_RUNNING);
+	assert_int_equal(st.stdout_bytes, 0);
 	h_free(h);
 }
 
