@@ -580,6 +580,11 @@ void ps_push_done(pmix_source_t *ps, struct ps_msg *m)
 			evtimer_add(ps->xoff_ev, &tv);
 	}
 #endif
+	/* an EOF push completing with IOF_COMPLETE did what it was for
+	 * (PMIx 5 / PRRTE answer it so): success, not an error */
+	if (status == PMIX_ERR_IOF_COMPLETE && m->npushes &&
+	    !m->pushes[0]->write)
+		status = PMIX_SUCCESS;
 	if (!push_ok(status))
 		ps_log("stdin push to %s/%s completed with %s (%zu bytes)",
 		       m->proc.nspace, rank_str(m->proc.rank, rb),

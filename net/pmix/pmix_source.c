@@ -366,19 +366,13 @@ static void source_lost(pmix_source_t *ps, pmix_status_t why)
 		ps_job_lost(job);
 }
 
-static void start_pull(struct ps_job *job)
+static void start_pull(struct ps_job *job);
+
+/* PMIx_IOF_pull of stdout|stderr of @proc (cbdata @m, on ps->pending). */
+static pmix_status_t pull(struct ps_msg *m)
 {
-	pmix_source_t *ps = job->ps;
-	struct ps_msg *m;
 	pmix_status_t st;
 
-	if (job->pulling || job->size_pending || ps->lost)
-		return;
-	m = ps_op_new(ps, PS_MSG_PULLED);
-	if (!m)
-		return;
-	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
-	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
 /* GCC 12 false positive: it sizes &m->proc as its first member (the
  * 256-byte nspace) after PMIX_LOAD_PROCID */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -391,6 +385,79 @@ static void start_pull(struct ps_job *job)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+	return st;
+}
+
+/*
+ * Be early: one pull for every namespace, registered at attach time, so
+ * the server forwards a job's output from its first byte.  PMIx matches a
+ * pull's proc against an output's source with PMIX_CHECK_PROCID, where an
+ * empty (invalid) nspace matches any nspace and PMIX_RANK_WILDCARD any
+ * rank (openpmix src/common/pmix_iof.c, bfrop_base_tma.h).  A pull made
+ * when iofs first sees a job comes after the output its ranks printed in
+ * their first ~0.3 s, which PRRTE's server does not replay (docs/pmix.md).
+ * If the server refuses it, each job is pulled on its own (start_pull).
+ */
+static void start_pull_all(pmix_source_t *ps)
+{
+	struct ps_msg *m = ps_op_new(ps, PS_MSG_PULLED);
+	pmix_status_t st;
+
+	ps->pull_all = PS_PULL_ALL_REFUSED;
+	if (!m)
+		return;
+	m->nspace[0] = '\0'; /* marks the all-namespaces pull */
+	PMIX_LOAD_PROCID(&m->proc, "", PMIX_RANK_WILDCARD);
+	st = pull(m);
+	if (st != PMIX_SUCCESS) {
+		ps_log("pull of all namespaces refused (%s): pulling each job "
+		       "when it is seen; its first output may be missed",
+		       PMIx_Error_string(st));
+		ps_op_abort(m);
+		return;
+	}
+	ps->pull_all = PS_PULL_ALL_PENDING;
+}
+
+static void on_pulled_all(pmix_source_t *ps, struct ps_msg *m)
+{
+	if (m->status == PMIX_SUCCESS) {
+		ps->pull_all = PS_PULL_ALL_OK;
+		return;
+	}
+	ps->pull_all = PS_PULL_ALL_REFUSED;
+	ps_log("pull of all namespaces refused (%s): pulling each job when "
+	       "it is seen; its first output may be missed",
+	       PMIx_Error_string(m->status));
+	if (is_loss(m->status)) {
+		source_lost(ps, m->status);
+		return;
+	}
+	for (struct ps_job *job = ps->jobs; job; job = job->next)
+		if (!job->ignored)
+			start_pull(job);
+}
+
+static void start_pull(struct ps_job *job)
+{
+	pmix_source_t *ps = job->ps;
+	struct ps_msg *m;
+	pmix_status_t st;
+
+	if (job->pulling || job->size_pending || ps->lost)
+		return;
+	if (ps->pull_all == PS_PULL_ALL_PENDING)
+		return; /* started when the answer says it is needed */
+	if (ps->pull_all == PS_PULL_ALL_OK) {
+		job->pulling = true; /* covered by the all-namespaces pull */
+		return;
+	}
+	m = ps_op_new(ps, PS_MSG_PULLED);
+	if (!m)
+		return;
+	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
+	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
+	st = pull(m);
 	if (st != PMIX_SUCCESS) {
 		ps_log("PMIx_IOF_pull %s: %s (retried at the next query)",
 		       job->nspace, PMIx_Error_string(st));
@@ -609,6 +676,10 @@ static void ps_dispatch(void *arg)
 		ps_size_next(ps);
 		break;
 	case PS_MSG_PULLED:
+		if (!m->nspace[0]) {
+			on_pulled_all(ps, m);
+			break;
+		}
 		job = ps_job_find(ps, m->nspace);
 		if (job && m->status == PMIX_SUCCESS) {
 			job->pulled = true;
@@ -781,6 +852,7 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 					NULL, 0, pt_event, pt_evreg, NULL);
 	if (st != PMIX_SUCCESS)
 		pt_evreg(st, 0, NULL);
+	start_pull_all(ps);
 	query_now(ps);
 	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
 	event_add(ps->requery_ev, &tv);

@@ -52,6 +52,13 @@ struct event_base;
 
 struct ps_job;
 
+/* The all-namespaces pull (pmix_source.c start_pull_all) */
+enum ps_pull_all {
+	PS_PULL_ALL_REFUSED = 0, /* or not tried: each job is pulled */
+	PS_PULL_ALL_PENDING,	 /* asked, no answer yet */
+	PS_PULL_ALL_OK,		 /* every job's output comes through it */
+};
+
 /* One PMIx_IOF_push of a rank awaiting its callback, in push order: the
  * callbacks may come in any order, the router hears of them in this one. */
 struct ps_push {
@@ -109,6 +116,7 @@ struct pmix_source {
 	bool closing;	 /* pmix_source_free() ran: loop fns only unref */
 	bool lost;	 /* server gone: no more PMIx calls but finalize */
 	bool query_inflight;
+	enum ps_pull_all pull_all;
 	bool size_inflight; /* a PMIx_Get_nb(PMIX_JOB_SIZE) is out */
 	bool detached;	    /* left connected at shutdown: ignore callbacks */
 	unsigned query_ticks; /* requery ticks the current query has taken */
