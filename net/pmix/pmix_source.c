@@ -257,6 +257,8 @@ static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 	if (m) {
 		m->status = status;
 		m->rank = ROUTER_RANK_WILDCARD;
+		if (source)
+			copy_nspace(m->src_nspace, source->nspace);
 		for (size_t i = 0; info && i < ninfo; i++) {
 			const pmix_value_t *v = &info[i].value;
 			if (strcmp(info[i].key, PMIX_EVENT_AFFECTED_PROC) ==
@@ -276,9 +278,11 @@ static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 			}
 		}
 		if (!m->have_code && have_term) {
-			/* a PMIx status, not an exit code: failure is 1 */
+			/* PRRTE puts the job's exit code here (the first
+			 * non-zero one, state_dvm.c dvm_notify); a negative
+			 * value is a PMIx error status: failure, 1 */
 			m->have_code = true;
-			m->code = term == PMIX_SUCCESS ? 0 : 1;
+			m->code = term >= 0 ? term : 1;
 		}
 		ps_post(m);
 	}
@@ -347,10 +351,13 @@ static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
 /* ------------------------------------------------------------------------ */
 /* Loop thread                                                               */
 
+/* A status that says our connection to the server is gone.  Not
+ * PMIX_ERR_UNREACH: PRRTE answers operations and raises events with it
+ * about other procs (a prun that exited) while our connection is fine;
+ * a real loss is reported by PMIX_ERR_LOST_CONNECTION within ~1 s. */
 static bool is_loss(pmix_status_t st)
 {
-	return st == PMIX_ERR_LOST_CONNECTION || st == PMIX_ERR_UNREACH ||
-	       st == PMIX_ERR_COMM_FAILURE;
+	return st == PMIX_ERR_LOST_CONNECTION || st == PMIX_ERR_COMM_FAILURE;
 }
 
 static void source_lost(pmix_source_t *ps, pmix_status_t why)
@@ -568,7 +575,7 @@ static void query_now(pmix_source_t *ps)
 	st = PMIx_Query_info_nb(m->queries, 1, pt_query, m);
 	if (st != PMIX_SUCCESS) {
 		ps_op_abort(m);
-		if (is_loss(st))
+		if (is_loss(st) || st == PMIX_ERR_UNREACH) /* not connected */
 			source_lost(ps, st);
 		return;
 	}
@@ -581,10 +588,17 @@ static void on_query(pmix_source_t *ps, struct ps_msg *m)
 	char *save, *tok;
 
 	ps->query_inflight = false;
-	if (is_loss(m->status)) {
+	/* PRRTE answers UNREACH for a while after another tool (a prun)
+	 * left, our connection being fine: only answers that stay UNREACH
+	 * for PS_UNREACH_QUERIES queries in a row mean the server is gone */
+	if (is_loss(m->status) ||
+	    (m->status == PMIX_ERR_UNREACH &&
+	     ++ps->unreach_answers >= PS_UNREACH_QUERIES)) {
 		source_lost(ps, m->status);
 		return;
 	}
+	if (m->status != PMIX_ERR_UNREACH)
+		ps->unreach_answers = 0;
 	if (m->status != PMIX_SUCCESS && m->status != PMIX_ERR_NOT_FOUND)
 		return; /* transient: the next query tries again */
 	for (job = ps->jobs; job; job = job->next)
@@ -624,8 +638,13 @@ static void on_event(pmix_source_t *ps, struct ps_msg *m)
 {
 	struct ps_job *job;
 
-	if (is_loss(m->status)) {
-		source_lost(ps, m->status);
+	/* A loss event is checked before it ends everything: PRRTE raises
+	 * PMIX_ERR_LOST_CONNECTION (source: the DVM itself) when another
+	 * tool, e.g. a prun, goes away.  So ask the server at once: our
+	 * query fails if our connection is really gone (on_query). */
+	if (is_loss(m->status) || m->status == PMIX_ERR_UNREACH) {
+		ps->query_inflight = false;
+		query_now(ps);
 		return;
 	}
 	job = m->nspace[0] ? discover(ps, m->nspace) : NULL;

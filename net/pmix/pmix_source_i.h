@@ -47,6 +47,9 @@ struct event_base;
 #define PS_QUERY_STUCK_TICKS 20
 /* Ranks per job iofs follows (the rank table is indexed by rank). */
 #define PS_MAX_RANKS (1u << 22)
+/* Namespace queries answered PMIX_ERR_UNREACH in a row that mean the
+ * server is gone (PRRTE gives a few after a prun exits). */
+#define PS_UNREACH_QUERIES 6
 /* Re-query the server's namespaces this often. */
 #define PS_REQUERY_MS 500
 
@@ -116,6 +119,7 @@ struct pmix_source {
 	bool closing;	 /* pmix_source_free() ran: loop fns only unref */
 	bool lost;	 /* server gone: no more PMIx calls but finalize */
 	bool query_inflight;
+	unsigned unreach_answers; /* namespace queries answered UNREACH in a row */
 	enum ps_pull_all pull_all;
 	bool size_inflight; /* a PMIx_Get_nb(PMIX_JOB_SIZE) is out */
 	bool detached;	    /* left connected at shutdown: ignore callbacks */
@@ -148,6 +152,7 @@ struct ps_msg {
 	struct ps_msg *prev, *next; /* on ps->pending while PMIx holds it */
 	bool pending;
 	char nspace[ROUTER_NSPACE_MAX + 1];
+	char src_nspace[ROUTER_NSPACE_MAX + 1]; /* EVENT: who raised it */
 	uint32_t rank;
 	int status;
 	uint32_t channel;	  /* IOF */
