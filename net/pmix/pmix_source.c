@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "net/pmix/pmix_source_i.h"
 
@@ -30,7 +31,41 @@ static struct {
 	/* a source left connected at shutdown (no PMIx_tool_finalize, see
 	 * pmix_source_free): kept reachable until the process exits */
 	pmix_source_t *detached;
-} owner = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	/* pmix_source_new waits (bounded) for the event handler and the
+	 * all-namespaces pull to be registered: a job that starts and ends
+	 * right after attach must not slip past them */
+	pthread_cond_t ready;
+	unsigned ready_count;
+} owner = {.lock = PTHREAD_MUTEX_INITIALIZER,
+	   .ready = PTHREAD_COND_INITIALIZER};
+
+/* Progress thread: one of the registrations pmix_source_new waits for is
+ * answered. */
+static void ready_one(void)
+{
+	pthread_mutex_lock(&owner.lock);
+	owner.ready_count++;
+	pthread_cond_broadcast(&owner.ready);
+	pthread_mutex_unlock(&owner.lock);
+}
+
+/* Wait until @n registrations were answered, at most PS_READY_WAIT_MS. */
+static void ready_wait(unsigned n)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += PS_READY_WAIT_MS / 1000;
+	pthread_mutex_lock(&owner.lock);
+	while (owner.ready_count < n &&
+	       pthread_cond_timedwait(&owner.ready, &owner.lock, &until) == 0)
+		;
+	if (owner.ready_count < n)
+		ps_log("event/pull registration not answered in %d ms: going "
+		       "on (a job ending right now may be missed)",
+		       PS_READY_WAIT_MS);
+	pthread_mutex_unlock(&owner.lock);
+}
 
 void ps_log(const char *fmt, ...)
 {
@@ -117,6 +152,20 @@ struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
 	ps->pending = m;
 	pthread_mutex_unlock(&ps->lock);
 	return m;
+}
+
+void ps_op_rearm(struct ps_msg *m)
+{
+	pmix_source_t *ps = m->ps;
+
+	pthread_mutex_lock(&ps->lock);
+	m->pending = true;
+	m->prev = NULL;
+	m->next = ps->pending;
+	if (m->next)
+		m->next->prev = m;
+	ps->pending = m;
+	pthread_mutex_unlock(&ps->lock);
 }
 
 bool ps_op_claim(struct ps_msg *m)
@@ -292,6 +341,8 @@ static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 
 static void pt_evreg(pmix_status_t status, size_t refid, void *cbdata)
 {
+	if (cbdata)
+		ready_one();
 	if (status != PMIX_SUCCESS)
 		ps_log("cannot register for job events: %s (job ends will "
 		       "only be seen when a job leaves the namespace list)",
@@ -341,6 +392,8 @@ static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
 {
 	struct ps_msg *m = cbdata;
 
+	if (!m->nspace[0])
+		ready_one(); /* the all-namespaces pull */
 	if (!ps_op_claim(m))
 		return;
 	m->status = status;
@@ -712,7 +765,8 @@ static void ps_dispatch(void *arg)
 		}
 		break;
 	case PS_MSG_PUSHED:
-		ps_push_done(ps, m);
+		if (ps_push_done(ps, m))
+			return; /* back with PMIx: the next chunk */
 		break;
 	}
 	ps_msg_free(m);
@@ -864,14 +918,30 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	pthread_mutex_unlock(&owner.lock);
 	ps_log("attached to %s as tool %s.%u (%s)", server, ps->me.nspace,
 	       ps->me.rank, PMIx_Get_version());
+	/* PRRTE names its tools after itself ("prte-<host>-<pid>@N",
+	 * "prterun-..."; libpmix servers say "tool-..."), and PRRTE 3.0.8
+	 * (measured, docs/pmix.md) loses the connection on a stdin push
+	 * larger than its PRTE_IOF_BASE_MSG_MAX (4096) and never delivers a
+	 * push to the wildcard rank: chunk pushes, push rank by rank. */
+	if (strncmp(ps->me.nspace, "prte", 4) == 0) {
+		ps->prrte = true;
+		ps->push_max = PS_PRRTE_PUSH_MAX;
+		ps_log("the server is PRRTE: stdin goes in pushes of at most "
+		       "%d bytes, a job's stdin rank by rank",
+		       PS_PRRTE_PUSH_MAX);
+	}
 
 	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
+	pthread_mutex_lock(&owner.lock);
+	owner.ready_count = 0;
+	pthread_mutex_unlock(&owner.lock);
 	st =
 	    PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]),
-					NULL, 0, pt_event, pt_evreg, NULL);
+					NULL, 0, pt_event, pt_evreg, &owner);
 	if (st != PMIX_SUCCESS)
 		pt_evreg(st, 0, NULL);
 	start_pull_all(ps);
+	ready_wait((st == PMIX_SUCCESS) + (ps->pull_all == PS_PULL_ALL_PENDING));
 	query_now(ps);
 	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
 	event_add(ps->requery_ev, &tv);

@@ -50,6 +50,10 @@ struct event_base;
 /* Namespace queries answered PMIX_ERR_UNREACH in a row that mean the
  * server is gone (PRRTE gives a few after a prun exits). */
 #define PS_UNREACH_QUERIES 6
+/* pmix_source_new waits at most this long for its registrations. */
+#define PS_READY_WAIT_MS 5000
+/* PRRTE's PRTE_IOF_BASE_MSG_MAX: the largest stdin push it survives. */
+#define PS_PRRTE_PUSH_MAX 4096
 /* Re-query the server's namespaces this often. */
 #define PS_REQUERY_MS 500
 
@@ -121,6 +125,10 @@ struct pmix_source {
 	bool query_inflight;
 	unsigned unreach_answers; /* namespace queries answered UNREACH in a row */
 	enum ps_pull_all pull_all;
+	/* PRRTE: stdin pushes of at most this many bytes (0: no limit) and
+	 * no push to the wildcard rank (see pmix_source_new) */
+	size_t push_max;
+	bool prrte;
 	bool size_inflight; /* a PMIx_Get_nb(PMIX_JOB_SIZE) is out */
 	bool detached;	    /* left connected at shutdown: ignore callbacks */
 	unsigned query_ticks; /* requery ticks the current query has taken */
@@ -166,6 +174,10 @@ struct ps_msg {
 	struct ps_push **pushes, *one;
 	size_t npushes;
 	pmix_byte_object_t bo;
+	/* PUSHED to a server with a push size limit (ps->push_max): the
+	 * chunk of @bo now with PMIx, its size limit and offset */
+	pmix_byte_object_t cbo;
+	size_t chunk, off;
 	pmix_info_t *info;
 	size_t ninfo;
 	pmix_query_t *queries;
@@ -184,6 +196,8 @@ struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind);
 bool ps_op_claim(struct ps_msg *m);
 /* Any thread: hand @m to the loop (ps_dispatch there), or free it. */
 void ps_post(struct ps_msg *m);
+/* Put a claimed @m back on ps->pending for another PMIx call. */
+void ps_op_rearm(struct ps_msg *m);
 /* PMIx refused the op (no callback will come): unlink and free. */
 void ps_op_abort(struct ps_msg *m);
 /* Any thread: free @m's payload and drop its reference. */
@@ -201,7 +215,8 @@ void ps_job_lost(struct ps_job *job);
 void ps_job_free(struct ps_job *job);
 /* Deliver (or, closing, free) what was held for the size answer. */
 void ps_job_release_held(struct ps_job *job);
-void ps_push_done(pmix_source_t *ps, struct ps_msg *m);
+/* true: @m went back to PMIx (the next chunk of a chunked push) */
+bool ps_push_done(pmix_source_t *ps, struct ps_msg *m);
 void ps_flow_server_xon(pmix_source_t *ps);
 
 #endif /* IOFS_PMIX_SOURCE_I_H */

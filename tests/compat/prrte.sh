@@ -11,9 +11,22 @@ mkdir -p "$TMPDIR"
 export PRTE_ALLOW_RUN_AS_ROOT=1 PRTE_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
-export MALLOC_PERTURB_=$((RANDOM % 255 + 1))
-log "MALLOC_PERTURB_=$MALLOC_PERTURB_"
+# a random MALLOC_PERTURB_ for iofs only: PRRTE 3.0.8's DVM itself dies
+# under it (its own namespace ends at the first job: docs/pmix.md)
+PERTURB=$((RANDOM % 255 + 1))
+unset MALLOC_PERTURB_
+log "iofs runs with MALLOC_PERTURB_=$PERTURB"
 DVM_PID=
+# fail with PRRTE's log too
+fail() {
+	log "FAIL: $*"
+	if [ -s "$T/prte.log" ]; then
+		log "prte log (last 20 lines):"
+		tail -n 20 "$T/prte.log" >&2
+	fi
+	[ -z "$DVM_PID" ] || kill -0 "$DVM_PID" 2>/dev/null || log "the DVM (pid $DVM_PID) is gone"
+	exit 1
+}
 
 # start_dvm: a persistent DVM, its URI in $T/dvm.uri
 start_dvm() {
@@ -40,20 +53,22 @@ job_ended() { # NSPACE NP: every rank's info says exited
 		[ "$(info_get "$MNT/$1/$r/info" state 2>/dev/null)" = exited ] || return 1
 	done
 }
+finished() { ! kill -0 "$1" 2>/dev/null; }
 # jobs_seen N: at least N job directories
 jobs_seen() { [ "$(ls "$MNT" | grep -c '@')" -ge "$1" ]; }
 
 # ---- 1: output from the first millisecond, 1, 3 and 8 ranks --------------
+# (read after the job ended: small enough for the merged view's window)
 cat >"$T/out.sh" <<'R'
 #!/bin/sh
 printf 'first %s\n' "$PMIX_RANK"
-seq -f "rank $PMIX_RANK line %g" 1 3000
+seq -f "rank $PMIX_RANK line %g" 1 1000
 printf 'err %s' "$PMIX_RANK" >&2
 printf 'last %s without newline' "$PMIX_RANK"
 R
 chmod +x "$T/out.sh"
 start_dvm
-start_daemon --pmix "$T/dvm.uri"
+MALLOC_PERTURB_=$PERTURB start_daemon --pmix "$T/dvm.uri"
 n=0
 for np in 1 3 8; do
 	n=$((n + 1))
@@ -80,28 +95,11 @@ for np in 1 3 8; do
 		total=$((total + $(wc -l <"$T/expnl.$r")))
 	done
 	assert_eq "$J merged line count" "$total" "$(wc -l <"$T/merged")"
+	assert_eq "$J merged_dropped_bytes" 0 "$(info_get "$MNT/$J/info" merged_dropped_bytes)"
 	log "ok: -n $np output exact from the first line ($J)"
 done
 
-# ---- 2: exit status --------------------------------------------------------
-cat >"$T/code.sh" <<'R'
-#!/bin/sh
-echo "code $PMIX_RANK"
-[ "$PMIX_RANK" = 0 ] && exit 3
-sleep 30
-R
-chmod +x "$T/code.sh"
-rc=0
-prun_ -n 2 "$T/code.sh" >"$T/prun.code" 2>&1 || rc=$?
-assert_eq "prun exit code" 3 "$rc"
-wait_for 20 jobs_seen 4 || fail "exit job not seen"
-J=$(newest_job)
-wait_for 20 job_ended "$J" 2 || fail "$J: ranks not exited"
-assert_eq "$J/0 exit status" 3 "$(info_get "$MNT/$J/0/info" exit_status)"
-assert_eq "$J/0 stdout" "code 0" "$(cat "$MNT/$J/0/stdout")"
-log "ok: exit status 3 of rank 0"
-
-# ---- 3: stdin: one rank, each rank with --stdin all, EOF ------------------
+# ---- 2: stdin: one rank, each rank with --stdin all, EOF ------------------
 cat >"$T/in.sh" <<'R'
 #!/bin/sh
 echo "start $PMIX_RANK"
@@ -112,28 +110,84 @@ chmod +x "$T/in.sh"
 prun_ -n 3 --stdin all "$T/in.sh" </dev/null >"$T/prun.in" 2>&1 &
 P=$!
 track $P
-wait_for 20 jobs_seen 5 || fail "stdin job not seen"
+wait_for 20 jobs_seen 4 || fail "stdin job not seen"
 J=$(newest_job)
 wait_for 20 test -e "$MNT/$J/2/stdin" || fail "$J/2/stdin missing"
+started() { [ "$(timeout 5 head -n 1 "$MNT/$J/$1/stdout" 2>/dev/null)" = "start $1" ]; }
+for r in 0 1 2; do wait_for 20 started $r || fail "$J/$r did not start"; done
 exec 3>"$MNT/$J/0/stdin" 4>"$MNT/$J/1/stdin" 5>"$MNT/$J/2/stdin"
-head -c 100000 /dev/urandom | base64 -w 76 >"$T/in.data"
+head -c 300000 /dev/urandom | base64 -w 76 >"$T/in.data"
+# 128 KiB writes: iofs splits them into pushes PRRTE takes (4 KiB)
 cat "$T/in.data" >&3 || fail "write to $J/0/stdin failed"
 printf 'one\ntwo\n' >&4 || fail "write to $J/1/stdin failed"
+wait_for 20 info_at_least "$J" 0 stdin_bytes "$(stat -c %s "$T/in.data")" || fail "$J/0: stdin not acknowledged"
+wait_for 20 info_at_least "$J" 1 stdin_bytes 8 || fail "$J/1: stdin not acknowledged"
+# the job's stdin reaches every rank (PRRTE: rank by rank)
+printf 'all\n' >"$MNT/$J/stdin" || fail "write to $J/stdin failed"
 exec 3>&- 4>&- 5>&-
-wait_for 30 finished "$P" || fail "prun --stdin all did not end after EOF"
+wait_for 30 finished "$P" || fail "prun --stdin all did not end after EOF: $(grep -h state: "$MNT/$J"/*/info)"
 wait "$P" || fail "prun --stdin all exit status $?"
 wait_for 20 job_ended "$J" 3 || fail "$J: ranks not exited after EOF"
-{ echo "start 0"; sed 's/^/in 0: /' "$T/in.data"; echo "eof 0"; } >"$T/exp.in0"
+{ echo "start 0"; sed 's/^/in 0: /' "$T/in.data"; echo "in 0: all"; echo "eof 0"; } >"$T/exp.in0"
 assert_eq "$J/0 stdin echoed" "$(sha "$T/exp.in0")" "$(sha "$MNT/$J/0/stdout")"
-assert_eq "$J/1 stdin echoed" "$(printf 'start 1\nin 1: one\nin 1: two\neof 1')" "$(cat "$MNT/$J/1/stdout")"
-assert_eq "$J/2 EOF only" "$(printf 'start 2\neof 2')" "$(cat "$MNT/$J/2/stdout")"
-assert_eq "$J/0 stdin_bytes" "$(stat -c %s "$T/in.data")" "$(info_get "$MNT/$J/0/info" stdin_bytes)"
+assert_eq "$J/1 stdin echoed" "$(printf 'start 1\nin 1: one\nin 1: two\nin 1: all\neof 1')" "$(cat "$MNT/$J/1/stdout")"
+assert_eq "$J/2 job stdin + EOF" "$(printf 'start 2\nin 2: all\neof 2')" "$(cat "$MNT/$J/2/stdout")"
+assert_eq "$J/0 stdin_bytes" "$(($(stat -c %s "$T/in.data") + 4))" "$(info_get "$MNT/$J/0/info" stdin_bytes)"
 ! grep -q 'IOF_COMPLETE' "$T/iofs.log" || fail "EOF push logged as an error: $(grep IOF_COMPLETE "$T/iofs.log")"
-log "ok: stdin to each rank under --stdin all, EOF ends them"
+log "ok: stdin (300 KiB, chunked) to each rank and to the job under --stdin all, EOF ends them"
 
-# ---- 4: Open MPI 5 mpirun with an MPI program (its own DVM) ----------------
+# ---- 3: late job, then the DVM killed while attached ----------------------
+cat >"$T/late.sh" <<'R'
+#!/bin/sh
+echo "late $PMIX_RANK"
+exec sleep 600
+R
+chmod +x "$T/late.sh"
+prun_ -n 2 "$T/late.sh" >/dev/null 2>&1 &
+P=$!
+track $P
+wait_for 20 jobs_seen 5 || fail "late job not seen"
+J=$(newest_job)
+assert_eq "$J/1 late output" "late 1" "$(timeout 10 head -n 1 "$MNT/$J/1/stdout")"
+kill -KILL "$DVM_PID"
+wait_for 30 bash -c "[ \"\$(sed -n 's/^state: //p' '$MNT/$J/0/info')\" = lost ]" ||
+	fail "$J/0 not lost after the DVM was killed: $(cat "$MNT/$J/0/info")"
+assert_eq "$J/0 data after loss" "late 0" "$(cat "$MNT/$J/0/stdout")"
+! echo x >"$MNT/$J/0/stdin" 2>/dev/null || fail "stdin write to a lost rank succeeded"
+ls "$MNT" >/dev/null || fail "daemon not serving after the DVM was killed"
+log "ok: late job seen, DVM kill marks ranks lost, data readable"
+DVM_PID=
+stop_daemon
+log "ok: iofs exits 0 under MALLOC_PERTURB_=$PERTURB after losing the DVM"
+
+
+# ---- 4: exit status --------------------------------------------------------
+cat >"$T/code.sh" <<'R'
+#!/bin/sh
+echo "code $PMIX_RANK"
+[ "$PMIX_RANK" = 0 ] && exit 3
+sleep 30
+R
+chmod +x "$T/code.sh"
+start_dvm
+MALLOC_PERTURB_=$PERTURB start_daemon --pmix "file:$T/dvm.uri"
+rc=0
+prun_ -n 2 "$T/code.sh" >"$T/prun.code" 2>&1 || rc=$?
+# PRRTE 3.0.8's DVM sometimes ends itself right after a job failed (its
+# own namespace's JOB_END; prun then says 255): that is why this case
+# runs last, on a DVM of its own (docs/pmix.md)
+[ "$rc" = 3 ] || [ "$rc" = 255 ] || fail "prun exit code $rc, want 3 (or PRRTE's 255)"
+wait_for 20 jobs_seen 1 || fail "exit job not seen"
+J=$(newest_job)
+wait_for 20 job_ended "$J" 2 || fail "$J: ranks not exited"
+assert_eq "$J/0 exit status" 3 "$(info_get "$MNT/$J/0/info" exit_status)"
+assert_eq "$J/0 stdout" "code 0" "$(cat "$MNT/$J/0/stdout")"
+log "ok: exit status 3 of rank 0 (prun said $rc)"
 stop_daemon
 stop_dvm
+
+
+# ---- 5: Open MPI 5 mpirun with an MPI program, attached by pid: ---------
 cat >"$T/mpi.c" <<'C'
 #include <mpi.h>
 #include <stdio.h>
@@ -163,7 +217,7 @@ mpirun --report-uri "$T/mpirun.uri" -n 4 --map-by :OVERSUBSCRIBE sh -c "read x <
 MP=$!
 track $MP
 wait_for 20 test -s "$T/mpirun.uri" || fail "mpirun wrote no URI: $(cat "$T/mpirun.out")"
-start_daemon --pmix "pid:$MP"
+MALLOC_PERTURB_=$PERTURB start_daemon --pmix "pid:$MP"
 wait_for 20 jobs_seen 1 || fail "mpirun job not seen via pid:"
 J=$(newest_job)
 echo go >"$T/mpigate" &
@@ -179,28 +233,3 @@ done
 log "ok: Open MPI 5 mpirun job through pid:"
 stop_daemon
 
-# ---- 5: late job, then the DVM killed while attached ----------------------
-start_dvm
-start_daemon --pmix "$(head -n 1 "$T/dvm.uri")"
-cat >"$T/late.sh" <<'R'
-#!/bin/sh
-echo "late $PMIX_RANK"
-exec sleep 600
-R
-chmod +x "$T/late.sh"
-prun_ -n 2 "$T/late.sh" >/dev/null 2>&1 &
-P=$!
-track $P
-wait_for 20 jobs_seen 1 || fail "late job not seen"
-J=$(newest_job)
-assert_eq "$J/1 late output" "late 1" "$(timeout 10 head -n 1 "$MNT/$J/1/stdout")"
-kill -KILL "$DVM_PID"
-wait_for 30 bash -c "[ \"\$(sed -n 's/^state: //p' '$MNT/$J/0/info')\" = lost ]" ||
-	fail "$J/0 not lost after the DVM was killed: $(cat "$MNT/$J/0/info")"
-assert_eq "$J/0 data after loss" "late 0" "$(cat "$MNT/$J/0/stdout")"
-! echo x >"$MNT/$J/0/stdin" 2>/dev/null || fail "stdin write to a lost rank succeeded"
-ls "$MNT" >/dev/null || fail "daemon not serving after the DVM was killed"
-log "ok: late job seen, DVM kill marks ranks lost, data readable"
-DVM_PID=
-stop_daemon
-log "ok: iofs exits 0 under MALLOC_PERTURB_=$MALLOC_PERTURB_"
