@@ -160,12 +160,15 @@ static void rank_register(struct ps_rank *rk)
 		rk->rr = NULL;
 		return;
 	}
-	if (job->ended && !rk->exit_pending) {
-		/* learnt after JOB_END (late size or output): exits once its
-		 * streams complete, or after the grace */
-		rk->exit_pending = true;
-		if (!rk->have_code)
+	if (job->ended || rk->exit_pending) {
+		/* registered after its end was known (JOB_END, or its own
+		 * end, before the size answer or its first output let us
+		 * publish it): exits once its streams complete, or after the
+		 * grace.  The record may have existed (unregistered, held
+		 * output) when the end came: arm the grace here too. */
+		if (!rk->exit_pending && !rk->have_code)
 			rk->code = job->end_code;
+		rk->exit_pending = true;
 		if (!evtimer_pending(job->grace_ev, NULL))
 			arm_grace(job, PS_END_GRACE_MS);
 	}

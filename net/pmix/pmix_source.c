@@ -702,6 +702,14 @@ static void on_event(pmix_source_t *ps, struct ps_msg *m)
 	}
 	job = m->nspace[0] ? discover(ps, m->nspace) : NULL;
 	if (m->status == PMIX_EVENT_JOB_END && job) {
+		/* PRRTE 3.0.8 gives a tool no per-rank code: no
+		 * PROC_TERMINATED, and its process table shows no rank
+		 * terminated while the job runs and forgets the job when it
+		 * ends (NOT_FOUND), measured (docs/pmix.md) */
+		if (ps->prrte && !job->ignored)
+			ps_log("%s ended (exit code %d): PRRTE reports no "
+			       "per-rank codes, every rank shows the job's",
+			       job->nspace, m->have_code ? m->code : 0);
 		ps_job_end(job, m->have_code ? m->code : 0);
 	} else if (m->status == PMIX_EVENT_PROC_TERMINATED && job &&
 		   m->rank != PMIX_RANK_WILDCARD) {
