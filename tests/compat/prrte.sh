@@ -242,3 +242,24 @@ done
 log "ok: Open MPI 5 mpirun job through pid:"
 stop_daemon
 
+# ---- 6: a system server (prte --system-server), attached with 'system' ---
+# (it changes its tmpdir's mode to 0755: ours, $TMPDIR, not /tmp)
+rm -f "$T/dvm.uri" "$T/dvm.pid"
+prte --system-server --daemonize --report-uri "$T/dvm.uri" --report-pid "$T/dvm.pid" \
+	>"$T/prte.log" 2>&1 || fail "prte --system-server did not start: $(cat "$T/prte.log")"
+wait_for 20 test -s "$T/dvm.pid" || fail "system server wrote no pid"
+DVM_PID=$(head -n 1 "$T/dvm.pid")
+track "$DVM_PID"
+wait_for 20 test -s "$T/dvm.uri" || fail "system server wrote no URI"
+MALLOC_PERTURB_=$PERTURB start_daemon --pmix system
+prun_ -n 2 "$T/out.sh" >/dev/null 2>&1 || fail "prun into the system server failed"
+wait_for 20 jobs_seen 1 || fail "system server job not seen"
+J=$(newest_job)
+wait_for 20 job_ended "$J" 2 || fail "$J: ranks not exited"
+for r in 0 1; do
+	PMIX_RANK=$r sh "$T/out.sh" >"$T/exp.$r" 2>/dev/null
+	assert_eq "$J/$r/stdout (system)" "$(sha "$T/exp.$r")" "$(sha "$MNT/$J/$r/stdout")"
+done
+stop_daemon
+stop_dvm
+log "ok: --pmix system (prte --system-server)"
