@@ -2,7 +2,10 @@
 /*
  * iofs filesystem: directories.  readdir is served from a snapshot taken at
  * opendir (and at every rewind), so concurrent job or rank registration
- * never makes a listing skip or repeat an entry.
+ * never makes a listing skip or repeat an entry.  rmdir and unlink remove
+ * completed jobs; nothing can be created, renamed or linked.  The ops are
+ * in fs.c's one op table; each states its valid replies as libfuse's
+ * fuse_lowlevel.h does.
  */
 #include "fs/fs_i.h"
 
@@ -97,8 +100,8 @@ static int fs_dir_fill(struct fs *fs, struct fs_inode *in, struct fs_dir *d)
 	return rc;
 }
 
-static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
-			  struct fuse_file_info *fi)
+/* opendir.  Valid replies: fuse_reply_open, fuse_reply_err */
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *in = fs_inode(fs, ino);
@@ -119,15 +122,17 @@ static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	fi->fh = (uintptr_t)d;
-	if (fs_reply_open(fs, req, fi) != 0) {
+	if (fs_reply_open(&fs->rq, req, fi) != 0) {
 		fs_dir_clear(d);
 		free(d->ents);
 		free(d);
 	}
 }
 
-static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-			  off_t off, struct fuse_file_info *fi)
+/* readdir.  Valid replies: fuse_reply_buf, fuse_reply_data,
+ * fuse_reply_err */
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req_fs(req);
 	struct fs_dir *d = (struct fs_dir *)(uintptr_t)fi->fh;
@@ -159,22 +164,22 @@ static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	free(buf);
 }
 
-static void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
-			     struct fuse_file_info *fi)
+/* releasedir.  Valid replies: fuse_reply_err */
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_dir *d = (struct fs_dir *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	fs_req_fs(req)->nopen--;
 	fs_dir_clear(d);
 	free(d->ents);
 	free(d);
-	fuse_reply_err(req, 0);
+	fs_reply_release(&fs_req_fs(req)->rq, req);
 }
 
 /* rmdir MNT/<nspace> removes a completed job; inside a completed job rmdir
- * and unlink succeed without doing anything so "rm -r MNT/<nspace>" works. */
-static void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+ * and unlink succeed without doing anything so "rm -r MNT/<nspace>" works.
+ * rmdir.  Valid replies: fuse_reply_err */
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *in = fs_child_of(req, fs, parent, name);
@@ -197,10 +202,11 @@ static void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = router_job_remove(fs->r, in->job);
 	if (rc == 0)
 		fs_itable_gc(&fs->it);
-	fuse_reply_err(req, rc == 0 ? 0 : rc == ROUTER_ERR_BUSY ? EBUSY : EIO);
+	fuse_reply_err(req, rc == 0 ? 0 : fs_errno(rc, false));
 }
 
-static void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* unlink.  Valid replies: fuse_reply_err */
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *in = fs_child_of(req, fs, parent, name);
@@ -214,8 +220,11 @@ static void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_err(req, fs_job_running(in->job) ? EBUSY : 0);
 }
 
-static void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-			mode_t mode)
+/* Nothing can be created, renamed or linked: EPERM. */
+
+/* mkdir.  Valid replies: fuse_reply_entry (not used), fuse_reply_err */
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode)
 {
 	(void)parent;
 	(void)name;
@@ -223,8 +232,9 @@ static void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fuse_reply_err(req, EPERM);
 }
 
-static void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-			mode_t mode, dev_t rdev)
+/* mknod.  Valid replies: fuse_reply_entry (not used), fuse_reply_err */
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode, dev_t rdev)
 {
 	(void)parent;
 	(void)name;
@@ -233,8 +243,9 @@ static void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fuse_reply_err(req, EPERM);
 }
 
-static void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-			  const char *name)
+/* symlink.  Valid replies: fuse_reply_entry (not used), fuse_reply_err */
+void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		   const char *name)
 {
 	(void)link;
 	(void)parent;
@@ -242,9 +253,9 @@ static void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	fuse_reply_err(req, EPERM);
 }
 
-static void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-			 fuse_ino_t newparent, const char *newname,
-			 unsigned int flags)
+/* rename.  Valid replies: fuse_reply_err */
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
 	(void)parent;
 	(void)name;
@@ -254,25 +265,12 @@ static void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fuse_reply_err(req, EPERM);
 }
 
-static void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		       const char *newname)
+/* link.  Valid replies: fuse_reply_entry (not used), fuse_reply_err */
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		const char *newname)
 {
 	(void)ino;
 	(void)newparent;
 	(void)newname;
 	fuse_reply_err(req, EPERM);
-}
-
-void fs_dir_ops(struct fuse_lowlevel_ops *ops)
-{
-	ops->mkdir = fs_op_mkdir;
-	ops->mknod = fs_op_mknod;
-	ops->symlink = fs_op_symlink;
-	ops->unlink = fs_op_unlink;
-	ops->rmdir = fs_op_rmdir;
-	ops->rename = fs_op_rename;
-	ops->link = fs_op_link;
-	ops->opendir = fs_op_opendir;
-	ops->readdir = fs_op_readdir;
-	ops->releasedir = fs_op_releasedir;
 }

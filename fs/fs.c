@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iofs filesystem: the FUSE session on the libevent loop, the directory
- * tree (lookup, getattr, readdir, rmdir/unlink), request parking and
- * interrupts.  Files are in stream_file.c, stdin_file.c and info.c.
+ * iofs filesystem: the FUSE session on the libevent loop, the one op table,
+ * name lookup, attributes (lookup, getattr, setattr, forget), and dispatch
+ * of file requests to their kind.  Files are in stream_file.c,
+ * stdin_file.c and info.c; directories (readdir, rmdir, unlink) in dir.c;
+ * parking, interrupts, counted replies, errno mapping and poll handles in
+ * req.c.  Every op states its valid replies, as libfuse's fuse_lowlevel.h
+ * does.
  */
 #include "fs/fs_i.h"
 
@@ -84,16 +88,6 @@ bool fs_job_running(router_job_t *job)
 	return false;
 }
 
-int fs_reply_open(struct fs *fs, fuse_req_t req,
-		  const struct fuse_file_info *fi)
-{
-	int rc = fuse_reply_open(req, fi);
-
-	if (rc == 0)
-		fs->nopen++;
-	return rc;
-}
-
 int fs_ready(const fs_t *fs)
 {
 	if (fs->ready)
@@ -104,24 +98,7 @@ int fs_ready(const fs_t *fs)
 
 size_t fs_open_count(const fs_t *fs)
 {
-	return fs->nopen;
-}
-
-/* An info file whose job or rank has ended no longer changes. */
-static bool info_settled(const struct fs_inode *in)
-{
-	struct router_stats rs;
-	router_rank_t *rk;
-
-	if (in->rank == ROUTER_RANK_WILDCARD) {
-		router_job_stats(in->job, &rs); /* the job's info: O(ranks) */
-		return rs.state != ROUTER_STATE_RUNNING;
-	}
-	rk = router_job_rank(in->job, in->rank);
-	if (!rk)
-		return false;
-	router_rank_stats(rk, &rs);
-	return rs.state != ROUTER_STATE_RUNNING;
+	return fs->rq.nopen;
 }
 
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
@@ -142,7 +119,8 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
 		return;
 	}
-	/* O(1): getattr runs for every stat and every tail -f poll */
+	/* O(1) (a job's info: O(ranks), see fs_info_attr): getattr runs for
+	 * every stat and every tail -f poll */
 	router_job_owner(in->job, &uid, &gid);
 	st->st_uid = uid;
 	st->st_gid = gid;
@@ -172,14 +150,14 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 		set_time_ns(st, sa.mtime_ns);
 		break;
 	case FS_K_INFO: {
-		char *text = NULL;
 		size_t len = 0;
+		bool settled = false;
 
 		st->st_mode = FS_INFO_MODE;
-		if (fs_info_render(in->job, in->rank, &text, &len) == 0)
+		/* the exact length of a rendering now, counted, not rendered */
+		if (fs_info_attr(in->job, in->rank, &len, &settled) == 0)
 			st->st_size = (off_t)len;
-		free(text);
-		if (info_settled(in)) {
+		if (settled) {
 			/* Settled content, settled times: tar and rsync
 			 * would see a file "changed as we read it". */
 			router_stream_attr(in->job, in->rank, ROUTER_CH_STDOUT,
@@ -197,54 +175,6 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 	}
 	case FS_K_ROOT:
 		break;
-	}
-}
-
-/* ------------------------------------------------------------------------ */
-/* Parking and interrupts                                                    */
-
-static void fs_interrupt_cb(fuse_req_t req, void *data)
-{
-	struct fs_parked *p = data;
-
-	(void)req;
-	/* libfuse may hold the request's lock here: only note it. */
-	if (p->interrupted)
-		return;
-	p->interrupted = true;
-	TAILQ_INSERT_TAIL(&p->fs->interrupted, p, ilink);
-	event_active(p->fs->intr_ev, EV_TIMEOUT, 1);
-}
-
-static void fs_intr_ev_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct fs *fs = arg;
-	struct fs_parked *p;
-
-	(void)fd;
-	(void)what;
-	while ((p = TAILQ_FIRST(&fs->interrupted))) {
-		TAILQ_REMOVE(&fs->interrupted, p, ilink);
-		p->interrupted = false;
-		if (p->type == FS_P_WRITE)
-			fs_stdin_interrupted(p);
-		else
-			fs_stream_interrupted(p);
-	}
-}
-
-void fs_park(struct fs *fs, struct fs_parked *p)
-{
-	p->fs = fs;
-	p->interrupted = false;
-	fuse_req_interrupt_func(p->req, fs_interrupt_cb, p);
-}
-
-void fs_unpark(struct fs *fs, struct fs_parked *p)
-{
-	if (p->interrupted) {
-		TAILQ_REMOVE(&fs->interrupted, p, ilink);
-		p->interrupted = false;
 	}
 }
 
@@ -322,6 +252,7 @@ struct fs_inode *fs_child_of(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	return in;
 }
 
+/* lookup.  Valid replies: fuse_reply_entry, fuse_reply_err */
 static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_req_fs(req);
@@ -351,12 +282,14 @@ static void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
 		fs_inode_free(&fs->it, in);
 }
 
+/* forget.  Valid replies: fuse_reply_none */
 static void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	fs_forget_one(fs_req_fs(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
+/* forget_multi.  Valid replies: fuse_reply_none */
 static void fs_op_forget_multi(fuse_req_t req, size_t count,
 			       struct fuse_forget_data *forgets)
 {
@@ -366,22 +299,29 @@ static void fs_op_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+/* getattr.  Valid replies: fuse_reply_attr, fuse_reply_err */
 static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req_fs(req);
 	struct fs_inode *in = fs_inode(fs, ino);
+	struct fs_file *f = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
 	struct stat st;
 
-	(void)fi;
 	if (!in) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
+	/* With a handle (FUSE_GETATTR_FH): the kernel asks for this open
+	 * file's size -- lseek(SEEK_END), or SEEK_DATA/SEEK_HOLE without a
+	 * lseek op -- never for fstat(), which comes without one. */
+	if (f && (f->kind == FS_K_STDOUT || f->kind == FS_K_STDERR))
+		fs_stream_file_mode((struct fs_stream *)f);
 	fs_fill_stat(fs, in, &st);
 	fuse_reply_attr(req, &st, 0);
 }
 
+/* setattr.  Valid replies: fuse_reply_attr, fuse_reply_err */
 static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			  int to_set, struct fuse_file_info *fi)
 {
@@ -407,6 +347,7 @@ static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 /* ------------------------------------------------------------------------ */
 /* Files: dispatch on the inode kind (open) or the handle's tag              */
 
+/* open.  Valid replies: fuse_reply_open, fuse_reply_err */
 static void fs_op_open(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -439,6 +380,8 @@ static struct fs_file *fh_file(struct fuse_file_info *fi)
 	return (struct fs_file *)(uintptr_t)fi->fh;
 }
 
+/* read.  Valid replies: fuse_reply_buf, fuse_reply_iov, fuse_reply_data,
+ * fuse_reply_err */
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
@@ -453,6 +396,7 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EBADF);
 }
 
+/* write.  Valid replies: fuse_reply_write, fuse_reply_err */
 static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 			size_t size, off_t off, struct fuse_file_info *fi)
 {
@@ -466,6 +410,7 @@ static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_err(req, EBADF);
 }
 
+/* poll.  Valid replies: fuse_reply_poll, fuse_reply_err */
 static void fs_op_poll(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi, struct fuse_pollhandle *ph)
 {
@@ -477,12 +422,13 @@ static void fs_op_poll(fuse_req_t req, fuse_ino_t ino,
 	} else if (f->kind == FS_K_STDIN) {
 		fs_stdin_poll((struct fs_stdin *)f, req, ph);
 	} else {
-		if (ph)
-			fuse_pollhandle_destroy(ph);
-		fuse_reply_poll(req, POLLIN | POLLRDNORM);
+		struct fuse_pollhandle *none = NULL; /* info: always readable */
+
+		fs_poll_reply(req, &none, ph, POLLIN | POLLRDNORM);
 	}
 }
 
+/* flush.  Valid replies: fuse_reply_err */
 static void fs_op_flush(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -491,22 +437,23 @@ static void fs_op_flush(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* release.  Valid replies: fuse_reply_err */
 static void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
 	struct fs_file *f = fh_file(fi);
 
 	(void)ino;
-	fs_req_fs(req)->nopen--;
 	if (f->kind == FS_K_STDOUT || f->kind == FS_K_STDERR)
 		fs_stream_release((struct fs_stream *)f);
 	else if (f->kind == FS_K_STDIN)
 		fs_stdin_release((struct fs_stdin *)f);
 	else
 		fs_info_release((struct fs_info *)f);
-	fuse_reply_err(req, 0);
+	fs_reply_release(&fs_req_fs(req)->rq, req);
 }
 
+/* fsync.  Valid replies: fuse_reply_err */
 static void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
@@ -516,6 +463,7 @@ static void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, 0);
 }
 
+/* init: no reply (libfuse answers INIT after it returns). */
 static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
@@ -525,7 +473,10 @@ static void fs_op_init(void *userdata, struct fuse_conn_info *conn)
 	fs->init_seen = true; /* fs_dev_cb: ready once the reply went out */
 }
 
-static const struct fuse_lowlevel_ops fs_file_ops = {
+/* The one op table.  An op left out is answered ENOSYS by libfuse (lseek:
+ * the kernel then falls back to a GETATTR with the handle, which is what
+ * makes a stream handle file-mode, see stream_file.c). */
+static const struct fuse_lowlevel_ops fs_ops = {
     .init = fs_op_init,
     .lookup = fs_op_lookup,
     .forget = fs_op_forget,
@@ -539,18 +490,31 @@ static const struct fuse_lowlevel_ops fs_file_ops = {
     .release = fs_op_release,
     .fsync = fs_op_fsync,
     .poll = fs_op_poll,
+    .opendir = fs_op_opendir,
+    .readdir = fs_op_readdir,
+    .releasedir = fs_op_releasedir,
+    .rmdir = fs_op_rmdir,
+    .unlink = fs_op_unlink,
+    .mkdir = fs_op_mkdir,
+    .mknod = fs_op_mknod,
+    .symlink = fs_op_symlink,
+    .rename = fs_op_rename,
+    .link = fs_op_link,
 };
 
 /* ------------------------------------------------------------------------ */
 /* The session on the loop                                                   */
 
-static void fs_session_ended(struct fs *fs)
+static void fs_session_ended(struct fs *fs, int res)
 {
 	if (fs->dev_ev)
 		event_del(fs->dev_ev);
 	if (fs->exit_reported)
 		return;
 	fs->exit_reported = true;
+	iofs_logf(fs->log, LOG_NOTICE, "fs", "FUSE session of %s ended: %s",
+		  fs->mountpoint,
+		  res < 0 ? strerror(-res) : "unmounted or exited");
 	if (fs->on_exit)
 		fs->on_exit(fs->on_exit_ctx);
 }
@@ -570,25 +534,29 @@ static void fs_dev_cb(evutil_socket_t fd, short what, void *arg)
 		if (res == -EAGAIN)
 			return;
 		if (res <= 0 || fuse_session_exited(fs->se)) {
-			fs_session_ended(fs);
+			fs_session_ended(fs, res);
 			return;
 		}
 		fuse_session_process_buf(fs->se, &fs->buf);
 		if (fs->init_seen && !fuse_session_exited(fs->se))
 			fs->ready = true;
 		if (fuse_session_exited(fs->se)) {
-			fs_session_ended(fs);
+			fs_session_ended(fs, 0);
 			return;
 		}
 	}
 }
 
-/* Remove jobs completed for longer than the linger time. */
-static bool fs_linger_one(struct fs *fs, uint64_t now)
+/* Remove jobs completed for longer than the linger time, in one pass
+ * (removing a job leaves the others, and the next one, in place:
+ * restarting after each removal made N expiring jobs cost N^2). */
+static void fs_linger_sweep(struct fs *fs, uint64_t now)
 {
-	for (router_job_t *job = router_job_first(fs->r); job;
-	     job = router_job_next(job)) {
+	router_job_t *next;
+
+	for (router_job_t *job = router_job_first(fs->r); job; job = next) {
 		struct fs_inode *in;
+		next = router_job_next(job);
 		struct router_stats st;
 
 		/* Complete, not just idle: ranks of a job short of its
@@ -596,19 +564,32 @@ static bool fs_linger_one(struct fs *fs, uint64_t now)
 		router_job_stats(job, &st);
 		if (st.state == ROUTER_STATE_RUNNING)
 			continue;
+		/* abandoned (forwarder gone): linger_lost_s if sooner */
+		uint32_t linger = fs->linger_s;
+		if (st.state == ROUTER_STATE_LOST && fs->linger_lost_s &&
+		    (!linger || fs->linger_lost_s < linger))
+			linger = fs->linger_lost_s;
+		if (!linger)
+			continue;
 		in = fs_inode_ensure(&fs->it, FS_K_JOB, job,
 				     ROUTER_RANK_WILDCARD);
 		if (!in)
-			return false;
+			return;
 		if (!in->complete_since_s) {
 			in->complete_since_s = now;
 			continue;
 		}
-		if (now - in->complete_since_s >= fs->linger_s &&
-		    router_job_remove(fs->r, job) == 0)
-			return true; /* iteration invalidated: start again */
+		if (now - in->complete_since_s < linger)
+			continue;
+		char name[ROUTER_NSPACE_MAX + 1];
+		snprintf(name, sizeof(name), "%s", router_job_nspace(job));
+		if (router_job_remove(fs->r, job) == 0)
+			iofs_logf(fs->log, LOG_INFO, "fs",
+				  "job '%s' removed: %s for %u s (-o %s)", name,
+				  router_state_name(st.state), linger,
+				  linger == fs->linger_s ? "linger"
+							 : "linger_lost");
 	}
-	return false;
 }
 
 static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
@@ -617,13 +598,11 @@ static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (fs->linger_s && !fs->shutdown) {
+	if ((fs->linger_s || fs->linger_lost_s) && !fs->shutdown) {
 		uint64_t now = mono_s() + 1; /* never 0 */
 
-		while (fs_linger_one(fs, now))
-			;
+		fs_linger_sweep(fs, now);
 	}
-	fs_stream_reap(fs);
 	fs_itable_gc(&fs->it);
 }
 
@@ -631,7 +610,6 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	   char *err, size_t errlen, fs_t **out)
 {
 	struct fs *fs;
-	struct fuse_lowlevel_ops ops;
 	char opts[4096];
 	struct timeval tv = {.tv_sec = FS_SWEEP_MS / 1000,
 			     .tv_usec = (FS_SWEEP_MS % 1000) * 1000};
@@ -647,7 +625,10 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	fs->r = r;
 	fs->debug = cfg->debug;
 	fs->linger_s = cfg->linger_s;
+	fs->linger_lost_s = cfg->linger_lost_s;
+	fs->stdin_uid_max = cfg->stdin_uid_max;
 	fs->max_read = cfg->max_read;
+	fs->log = cfg->log;
 	fs->on_exit = cfg->on_exit;
 	fs->on_exit_ctx = cfg->on_exit_ctx;
 	fs->root.ino = FUSE_ROOT_ID;
@@ -656,13 +637,11 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 	fs->gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs->start);
 	fs_itable_init(&fs->it);
-	TAILQ_INIT(&fs->interrupted);
 	TAILQ_INIT(&fs->streams);
 	TAILQ_INIT(&fs->stdins);
 	fs->mountpoint = strdup(cfg->mountpoint);
-	fs->intr_ev = event_new(base, -1, 0, fs_intr_ev_cb, fs);
 	fs->sweep_ev = event_new(base, -1, EV_PERSIST, fs_sweep_cb, fs);
-	if (!fs->mountpoint || !fs->intr_ev || !fs->sweep_ev) {
+	if (fs_rq_init(&fs->rq, base) < 0 || !fs->mountpoint || !fs->sweep_ev) {
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
@@ -679,9 +658,7 @@ int fs_new(struct event_base *base, router_t *r, const struct fs_config *cfg,
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
-	ops = fs_file_ops;
-	fs_dir_ops(&ops);
-	fs->se = fuse_session_new(&fs->args, &ops, sizeof(ops), fs);
+	fs->se = fuse_session_new(&fs->args, &fs_ops, sizeof(fs_ops), fs);
 	if (!fs->se) {
 		snprintf(err, errlen,
 			 "bad FUSE mount option in '-o %s' (see the message "
@@ -775,8 +752,8 @@ void fs_free(fs_t *fs)
 	fuse_opt_free_args(&fs->args);
 	free(fs->buf.mem);
 	fs_itable_release(&fs->it);
-	if (fs->intr_ev)
-		event_free(fs->intr_ev);
+	fs_rq_release(&fs->rq);
+	uidmap_release(&fs->stdin_uids);
 	if (fs->sweep_ev)
 		event_free(fs->sweep_ev);
 	free(fs->mountpoint);

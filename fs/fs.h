@@ -7,7 +7,7 @@
  * router (docs/filesystem.md).  Single-threaded: the FUSE device is one
  * persistent read event on the daemon's libevent loop, and every request
  * that cannot be answered at once (a read at the live end, a write while the
- * rank's stdin is XOFFed, the open of an empty live stream) is parked and
+ * rank's stdin is XOFFed) is parked and
  * answered later from a router callback.  Every call here runs on the loop
  * thread.
  */
@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "log/log.h"
 #include "router/router.h"
 
 struct event_base;
@@ -31,11 +32,18 @@ struct fs_config {
 	const char *fuse_opts;
 	bool debug;	   /* libfuse debug: log every request to stderr */
 	uint32_t linger_s; /* remove completed jobs after this; 0 = never */
+	/* ... jobs whose forwarder vanished (state lost), if sooner;
+	 * 0 = like linger_s */
+	uint32_t linger_lost_s;
+	/* stdin bytes held for blocked writers per uid (0 = unlimited) */
+	uint64_t stdin_uid_max;
 	uint32_t max_read; /* the "-o max_read=" value if given, else 0 */
 	/* Called once, on the loop thread, when the session ends by itself
 	 * (fusermount3 -u, umount, fatal device error).  May be NULL. */
 	void (*on_exit)(void *ctx);
 	void *on_exit_ctx;
+	/* Borrowed, outlives the fs; NULL = stderr.  Module "fs". */
+	iofs_log_t *log;
 };
 
 /*

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 
 #include "fs/fs.h"
+#include "fs/req.h"
+#include "router/strmap.h"
 
 struct event;
 
@@ -54,32 +56,6 @@ struct fs_itable {
 	uint64_t next_ino;
 };
 
-/* A request not answered yet. */
-enum fs_park_type {
-	FS_P_OPEN,  /* open of an empty live stream */
-	FS_P_READ,  /* read at the live end */
-	FS_P_WRITE, /* stdin write waiting for the router */
-};
-
-struct fs_parked {
-	struct fs *fs;
-	fuse_req_t req;
-	enum fs_park_type type;
-	void *owner;	  /* struct fs_stream / struct fs_stdin */
-	bool interrupted; /* on fs->interrupted, waiting for the deferred reply
-			   */
-	TAILQ_ENTRY(fs_parked) link;  /* in the owner's list */
-	TAILQ_ENTRY(fs_parked) ilink; /* in fs->interrupted */
-	/* FS_P_READ */
-	off_t off;
-	size_t size;
-	/* FS_P_WRITE */
-	router_push_t *push; /* valid until the push callback */
-	void *bytes;	     /* owned copy of the write */
-	size_t len;
-};
-TAILQ_HEAD(fs_parked_list, fs_parked);
-
 /* Every fi->fh starts with this tag. */
 struct fs_file {
 	enum fs_kind kind;
@@ -89,11 +65,11 @@ struct fs_stream {
 	struct fs_file base;
 	struct fs *fs;
 	router_reader_t *rd;	      /* owned; closed at release */
-	struct fs_parked_list parked; /* FS_P_OPEN first, then FS_P_READ */
+	struct fs_parked_list parked; /* FS_P_READ */
 	struct fuse_pollhandle *ph;   /* owned; NULL if no poll waiting */
-	struct fuse_file_info fi;     /* copy for a parked open's reply */
-	uint64_t pos; /* end of the last answered read, for poll */
-	bool orphan;  /* parked open answered too late: free at next sweep */
+	uint64_t pos;	/* end of the last answered read, for poll */
+	bool file_mode; /* asked for its end: blocking reads at the live end
+			   give 0 (see stream_file.c) */
 	TAILQ_ENTRY(fs_stream) link; /* in fs->streams */
 };
 
@@ -102,7 +78,8 @@ struct fs_stdin {
 	struct fs *fs;
 	router_job_t *job; /* reference owned by the handle */
 	uint32_t rank;	   /* or ROUTER_RANK_WILDCARD (broadcast) */
-	bool attached;	   /* router_stdin_attach() succeeded */
+	bool tried;	   /* became a writer: wrote, or opened with O_TRUNC */
+	bool attached;	   /* ... and router_stdin_attach() succeeded */
 	struct fs_parked_list parked;
 	struct fuse_pollhandle *ph;
 	TAILQ_ENTRY(fs_stdin) link; /* in fs->stdins */
@@ -117,9 +94,9 @@ struct fs_info {
 struct fs {
 	struct event_base *base;
 	router_t *r;
+	iofs_log_t *log; /* borrowed */
 	struct fuse_session *se;
 	struct event *dev_ev;	/* persistent read event on the FUSE fd */
-	struct event *intr_ev;	/* deferred answers to interrupts */
 	struct event *sweep_ev; /* linger + inode garbage collection */
 	struct fuse_buf buf;	/* receive buffer, reused */
 	char *mountpoint;
@@ -131,16 +108,22 @@ struct fs {
 	bool exit_reported;
 	bool debug;
 	uint32_t linger_s;
+	uint32_t linger_lost_s;
 	uint32_t max_read;
+	/* stdin bytes held for parked writes, per writer uid (uid 0 exempt):
+	 * above stdin_uid_max a write fails with ENOBUFS. */
+	uint64_t stdin_uid_max;
+	struct strmap stdin_uids;
+	uint64_t stdin_refusals, stdin_unlogged;
+	uint64_t stdin_logged_s;
 	uid_t uid; /* the daemon's, for the root directory */
 	gid_t gid;
 	struct timespec start;
 	void (*on_exit)(void *ctx);
 	void *on_exit_ctx;
-	size_t nopen;	      /* handles opened and not yet released */
 	struct fs_inode root; /* not in the table: no job, never goes away */
 	struct fs_itable it;
-	struct fs_parked_list interrupted;
+	struct fs_rq rq; /* parking, counted replies */
 	TAILQ_HEAD(, fs_stream) streams;
 	TAILQ_HEAD(, fs_stdin) stdins;
 };
@@ -176,17 +159,27 @@ extern const struct fs_name {
 	enum fs_kind kind;
 } fs_file_names[4]; /* info, stdout, stderr, stdin */
 
-/* dir.c: fill the directory operations */
-void fs_dir_ops(struct fuse_lowlevel_ops *ops);
+/* dir.c: the directory operations (in fs.c's op table) */
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi);
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode);
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode, dev_t rdev);
+void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		   const char *name);
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  fuse_ino_t newparent, const char *newname,
+		  unsigned int flags);
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		const char *newname);
 
-/* fuse_reply_open() that counts open handles (see fs_open_count()). */
-int fs_reply_open(struct fs *fs, fuse_req_t req,
-		  const struct fuse_file_info *fi);
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
-/* Park @p and register its interrupt callback. */
-void fs_park(struct fs *fs, struct fs_parked *p);
-/* Drop @p from the interrupted list if it is there (before answering). */
-void fs_unpark(struct fs *fs, struct fs_parked *p);
 uint32_t fs_kind_channel(enum fs_kind kind);
 
 /* stream_file.c */
@@ -197,10 +190,9 @@ void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size, off_t off,
 void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
 		    struct fuse_pollhandle *ph);
 void fs_stream_release(struct fs_stream *s);
-void fs_stream_interrupted(struct fs_parked *p);
 void fs_stream_shutdown(struct fs_stream *s);
-/* Free orphaned handles (outside any router callback). */
-void fs_stream_reap(struct fs *fs);
+/* The handle asked the kernel for the file's end (GETATTR with its fh). */
+void fs_stream_file_mode(struct fs_stream *s);
 
 /* stdin_file.c */
 void fs_stdin_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
@@ -210,12 +202,15 @@ void fs_stdin_write(struct fs_stdin *w, fuse_req_t req, const char *buf,
 void fs_stdin_poll(struct fs_stdin *w, fuse_req_t req,
 		   struct fuse_pollhandle *ph);
 void fs_stdin_release(struct fs_stdin *w);
-void fs_stdin_interrupted(struct fs_parked *p);
 void fs_stdin_shutdown(struct fs_stdin *w);
 
 /* info.c */
 /* Render the info text of a job (rank WILDCARD) or rank; malloc'ed. */
 int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len);
+/* For getattr: the length fs_info_render() would give now, and whether
+ * the job (rank) has ended, without rendering or allocating.  O(1) for a
+ * rank; O(ranks) for a job (its counters are sums over the ranks). */
+int fs_info_attr(router_job_t *job, uint32_t rank, size_t *len, bool *settled);
 void fs_info_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 		  struct fuse_file_info *fi);
 /* An O_RDONLY open of a stdin file: an empty snapshot (reads give EOF at

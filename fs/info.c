@@ -8,71 +8,137 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Formatted output into a buffer, or (buf NULL) only counted: one
+ * formatter gives both the exact st_size and the text. */
+struct info_out {
+	char *buf;
+	size_t cap;
+	size_t len;
+};
+
+static void __attribute__((format(printf, 2, 3)))
+out_printf(struct info_out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf ? o->buf + o->len : NULL,
+		      o->buf && o->cap > o->len ? o->cap - o->len : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->len += (size_t)n;
+}
+
+/* The job's (rank WILDCARD) or rank's stats; -ENOENT for an unknown rank. */
+static int info_stats(router_job_t *job, uint32_t rank, struct router_stats *st,
+		      router_rank_t **rk)
+{
+	*rk = NULL;
+	if (rank == ROUTER_RANK_WILDCARD) {
+		router_job_stats(job, st);
+		return 0;
+	}
+	*rk = router_job_rank(job, rank);
+	if (!*rk)
+		return -ENOENT;
+	router_rank_stats(*rk, st);
+	return 0;
+}
+
+static void info_format(router_job_t *job, uint32_t rank,
+			const struct router_stats *st, bool is_rank,
+			struct info_out *o)
+{
+	out_printf(o, "nspace: %s\n", router_job_nspace(job));
+	if (is_rank)
+		out_printf(o, "rank: %" PRIu32 "\n", rank);
+	else
+		out_printf(o, "ranks: %" PRIu32 "\njob_size: %" PRIu32 "\n",
+			   st->ranks, st->job_size);
+	out_printf(
+	    o,
+	    "state: %s\n"
+	    "pid: %" PRId64 "\n"
+	    "host: %s\n"
+	    "exit_status: %d\n"
+	    "uid: %" PRIu32 "\n"
+	    "gid: %" PRIu32 "\n"
+	    "stdout_bytes: %" PRIu64 "\n"
+	    "stderr_bytes: %" PRIu64 "\n"
+	    "stdin_bytes: %" PRIu64 "\n"
+	    "stdout_xoff: %" PRIu64 "\n"
+	    "stdout_xon: %" PRIu64 "\n"
+	    "stderr_xoff: %" PRIu64 "\n"
+	    "stderr_xon: %" PRIu64 "\n"
+	    "stdin_xoff: %" PRIu64 "\n"
+	    "stdin_xon: %" PRIu64 "\n"
+	    "dropped_bytes: %" PRIu64 "\n"
+	    "stdin_discarded: %" PRIu64 "\n"
+	    "stdin_unacked: %" PRIu64 "\n",
+	    router_state_name(st->state), is_rank ? st->pid : (int64_t)-1,
+	    is_rank && st->host ? st->host : "", st->exit_status, st->uid,
+	    st->gid, st->stdout_bytes, st->stderr_bytes, st->stdin_bytes,
+	    st->stdout_xoff, st->stdout_xon, st->stderr_xoff, st->stderr_xon,
+	    st->stdin_xoff, st->stdin_xon, st->dropped_bytes,
+	    st->stdin_discarded, st->stdin_unacked);
+	/* The merged views have their own windows: what they lost is not
+	 * in dropped_bytes (the sum over the ranks' own streams). */
+	if (!is_rank)
+		out_printf(o, "merged_dropped_bytes: %" PRIu64 "\n",
+			   st->merged_dropped_bytes);
+}
+
+/* Take the stats of the job (rank WILDCARD) or rank into @st and count
+ * the length of its text in *len: 0, or -ENOENT for an unknown rank. */
+static int info_measure(router_job_t *job, uint32_t rank,
+			struct router_stats *st, bool *is_rank, size_t *len)
+{
+	struct info_out o = {0};
+	router_rank_t *rk;
+	int rc = info_stats(job, rank, st, &rk);
+
+	*len = 0;
+	*is_rank = rk != NULL;
+	if (rc < 0)
+		return rc;
+	info_format(job, rank, st, *is_rank, &o);
+	*len = o.len;
+	return 0;
+}
+
+int fs_info_attr(router_job_t *job, uint32_t rank, size_t *len, bool *settled)
+{
+	struct router_stats st;
+	bool is_rank;
+	int rc = info_measure(job, rank, &st, &is_rank, len);
+
+	*settled = rc == 0 && st.state != ROUTER_STATE_RUNNING;
+	return rc;
+}
+
 int fs_info_render(router_job_t *job, uint32_t rank, char **text, size_t *len)
 {
 	struct router_stats st;
-	router_rank_t *rk = NULL;
-	FILE *f;
+	struct info_out o = {0};
+	bool is_rank;
+	int rc = info_measure(job, rank, &st, &is_rank, &o.cap);
 
 	*text = NULL;
 	*len = 0;
-	if (rank == ROUTER_RANK_WILDCARD) {
-		router_job_stats(job, &st);
-	} else {
-		rk = router_job_rank(job, rank);
-		if (!rk)
-			return -ENOENT;
-		router_rank_stats(rk, &st);
-	}
-	f = open_memstream(text, len);
-	if (!f)
+	if (rc < 0)
+		return rc;
+	o.buf = malloc(++o.cap); /* and the NUL */
+	if (!o.buf)
 		return -ENOMEM;
-	fprintf(f, "nspace: %s\n", router_job_nspace(job));
-	if (rk)
-		fprintf(f, "rank: %" PRIu32 "\n", rank);
-	else
-		fprintf(f, "ranks: %" PRIu32 "\njob_size: %" PRIu32 "\n",
-			st.ranks, st.job_size);
-	fprintf(f,
-		"state: %s\n"
-		"pid: %" PRId64 "\n"
-		"host: %s\n"
-		"exit_status: %d\n"
-		"uid: %" PRIu32 "\n"
-		"gid: %" PRIu32 "\n"
-		"stdout_bytes: %" PRIu64 "\n"
-		"stderr_bytes: %" PRIu64 "\n"
-		"stdin_bytes: %" PRIu64 "\n"
-		"stdout_xoff: %" PRIu64 "\n"
-		"stdout_xon: %" PRIu64 "\n"
-		"stderr_xoff: %" PRIu64 "\n"
-		"stderr_xon: %" PRIu64 "\n"
-		"stdin_xoff: %" PRIu64 "\n"
-		"stdin_xon: %" PRIu64 "\n"
-		"dropped_bytes: %" PRIu64 "\n"
-		"stdin_discarded: %" PRIu64 "\n"
-		"stdin_unacked: %" PRIu64 "\n",
-		router_state_name(st.state), rk ? st.pid : (int64_t)-1,
-		rk && st.host ? st.host : "", st.exit_status, st.uid, st.gid,
-		st.stdout_bytes, st.stderr_bytes, st.stdin_bytes,
-		st.stdout_xoff, st.stdout_xon, st.stderr_xoff, st.stderr_xon,
-		st.stdin_xoff, st.stdin_xon, st.dropped_bytes,
-		st.stdin_discarded, st.stdin_unacked);
-	/* The merged views have their own windows: what they lost is not
-	 * in dropped_bytes (the sum over the ranks' own streams). */
-	if (!rk)
-		fprintf(f, "merged_dropped_bytes: %" PRIu64 "\n",
-			st.merged_dropped_bytes);
-	if (fclose(f) != 0) {
-		free(*text);
-		*text = NULL;
-		*len = 0;
-		return -ENOMEM;
-	}
+	info_format(job, rank, &st, is_rank, &o);
+	*text = o.buf;
+	*len = o.len;
 	return 0;
 }
 
@@ -101,7 +167,7 @@ void fs_info_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 	}
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)f;
-	if (fs_reply_open(fs, req, fi) != 0)
+	if (fs_reply_open(&fs->rq, req, fi) != 0)
 		fs_info_release(f);
 }
 
@@ -117,7 +183,7 @@ void fs_info_open_empty(struct fs *fs, fuse_req_t req,
 	f->base.kind = FS_K_INFO;
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)f;
-	if (fs_reply_open(fs, req, fi) != 0)
+	if (fs_reply_open(&fs->rq, req, fi) != 0)
 		fs_info_release(f);
 }
 

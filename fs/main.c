@@ -28,9 +28,7 @@
 #include "fs/output_dir.h"
 #include "iofs_config.h"
 #include "router/router.h"
-#if IOFS_FS_WITH_NET
 #include "net/server.h"
-#endif
 #if IOFS_FS_WITH_PMIX
 #include "net/pmix/pmix_source.h"
 #endif
@@ -41,7 +39,8 @@
 
 struct options {
 	bool foreground;
-	bool debug;
+	bool debug;    /* -d: libfuse debug */
+	int log_level; /* -o loglevel= / -o debug; -1 = default */
 	bool allow_remote_tcp;
 	const char *listen[MAX_LISTEN];
 	size_t nlisten;
@@ -51,20 +50,22 @@ struct options {
 	char mountpoint_abs[PATH_MAX];
 	char output_dir_abs[PATH_MAX];
 	uint32_t linger_s;
+	uint32_t linger_lost_s;
+	uint64_t stdin_uid_max;
 	uint32_t max_read;
 	size_t window;
+	struct net_server_config net; /* auth, munge_socket, max_* */
 	char fuse_opts[2048]; /* -o options we pass on to libfuse */
 };
 
 struct daemon {
 	struct options *opt;
 	struct event_base *base;
+	iofs_log_t *log; /* the one logger: stderr, syslog once detached */
 	router_t *r;
 	fs_t *fs;
 	output_dir_t *od;
-#if IOFS_FS_WITH_NET
 	net_server_t *net;
-#endif
 #if IOFS_FS_WITH_PMIX
 	pmix_source_t *pmix;
 #endif
@@ -72,7 +73,6 @@ struct daemon {
 	struct event *grace_ev;
 	uint64_t grace_deadline_ms;
 	bool stopping;
-	bool use_syslog; /* background: stderr is /dev/null */
 };
 
 static void usage(FILE *f)
@@ -88,6 +88,14 @@ static void usage(FILE *f)
 	    "  -o window=BYTES    retained bytes per stream (default 1 MiB)\n"
 	    "  -o max_read=BYTES  largest read request the kernel sends\n"
 	    "  -o allow_remote    accept TCP forwarders not on loopback\n"
+	    "  -o loglevel=LEVEL  err, warning, notice, info (default), "
+	    "debug\n"
+	    "  -o debug           the same as -o loglevel=debug\n"
+	    "  -o auth=munge|none TCP forwarders prove their uid with MUNGE\n"
+	    "                     (default) or are trusted (none)\n"
+	    "  -o munge_socket=PATH  munged's socket (default $MUNGE_SOCKET)\n"
+	    "  -o linger_lost=SECONDS  remove abandoned jobs (default 3600)\n"
+	    "  -o max_...=N       per-user limits, see iofs(8)\n"
 	    "  -o OPT             any other option goes to FUSE (mount(8))\n"
 	    "  --listen ADDR      unix:/path or tcp:HOST:PORT (repeatable);\n"
 	    "                     default $IOFS_ADDR, else\n"
@@ -118,6 +126,22 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return true;
 }
 
+/* -o NAME=N with N in [min, max]: 1 (*v set), 0 (another option), or -1
+ * after telling what to give. */
+static int num_opt(const char *tok, const char *name, uint64_t min,
+		   uint64_t max, const char *hint, uint64_t *v)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(tok, name, n) != 0)
+		return 0;
+	if (!parse_u64(tok + n, max, v) || *v < min) {
+		fprintf(stderr, "iofs: bad -o %s: %s\n", tok, hint);
+		return -1;
+	}
+	return 1;
+}
+
 /* Split one -o argument: ours are consumed, the rest appended for FUSE. */
 static int parse_o(struct options *o, char *arg)
 {
@@ -126,42 +150,66 @@ static int parse_o(struct options *o, char *arg)
 	for (char *tok = strtok_r(arg, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		uint64_t v;
+		char err[256];
+		int rc;
 		size_t used = strlen(o->fuse_opts);
 
-		if (!strncmp(tok, "linger=", 7)) {
-			if (!parse_u64(tok + 7, UINT32_MAX, &v)) {
-				fprintf(stderr,
-					"iofs: bad -o %s: give a number of "
-					"seconds, e.g. -o linger=600\n",
-					tok);
+		if ((rc = num_opt(tok, "linger=", 0, UINT32_MAX,
+				  "give a number of seconds, e.g. -o linger=600",
+				  &v))) {
+			if (rc < 0)
 				return -1;
-			}
 			o->linger_s = (uint32_t)v;
-		} else if (!strncmp(tok, "window=", 7)) {
-			if (!parse_u64(tok + 7, SIZE_MAX / 4, &v) || v < 4096) {
-				fprintf(
-				    stderr,
-				    "iofs: bad -o %s: give a byte count of "
-				    "at least 4096, e.g. -o window=1048576\n",
-				    tok);
+		} else if ((rc = num_opt(tok, "window=", 4096, SIZE_MAX / 4,
+					 "give a byte count of at least 4096, "
+					 "e.g. -o window=1048576",
+					 &v))) {
+			if (rc < 0)
 				return -1;
-			}
 			o->window = (size_t)v;
-		} else if (!strncmp(tok, "max_read=", 9)) {
-			/* libfuse 3.14 also needs conn->max_read in init */
-			if (!parse_u64(tok + 9, UINT32_MAX, &v) || v < 4096) {
-				fprintf(stderr,
-					"iofs: bad -o %s: give a byte count of "
-					"at least 4096\n",
-					tok);
+		} else if ((rc = num_opt(tok, "max_read=", 4096, UINT32_MAX,
+					 "give a byte count of at least 4096",
+					 &v))) {
+			if (rc < 0)
 				return -1;
-			}
+			/* libfuse 3.14 also needs conn->max_read in init */
 			o->max_read = (uint32_t)v;
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
 				 used ? "," : "", tok);
 		} else if (!strcmp(tok, "allow_remote")) {
 			o->allow_remote_tcp = true;
+		} else if (!strcmp(tok, "debug")) {
+			o->log_level = LOG_DEBUG;
+		} else if (!strncmp(tok, "loglevel=", 9)) {
+			o->log_level = iofs_log_level_parse(tok + 9);
+			if (o->log_level < 0) {
+				fprintf(stderr,
+					"iofs: bad -o %s: give err, warning, "
+					"notice, info or debug\n",
+					tok);
+				return -1;
+			}
+		} else if ((rc = num_opt(tok, "linger_lost=", 0, UINT32_MAX,
+					 "give a number of seconds (0 = like "
+					 "linger)",
+					 &v))) {
+			if (rc < 0)
+				return -1;
+			o->linger_lost_s = (uint32_t)v;
+		} else if ((rc = num_opt(tok, "max_stdin_uid=", 0,
+					 UINT64_MAX / 4,
+					 "give a byte count (0 = unlimited)",
+					 &v))) {
+			if (rc < 0)
+				return -1;
+			o->stdin_uid_max = v;
+		} else if ((rc = net_config_option(&o->net, tok, err,
+						   sizeof(err))) != 0) {
+			if (rc < 0) {
+				fprintf(stderr, "iofs: %s\n", err);
+				return -1;
+			}
 		} else if (used + strlen(tok) + 2 < sizeof(o->fuse_opts)) {
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
@@ -196,6 +244,7 @@ static int parse_args(struct options *o, int argc, char **argv)
 			break;
 		case 'd':
 			o->debug = o->foreground = true;
+			o->log_level = LOG_DEBUG;
 			break;
 		case 'o':
 			if (parse_o(o, optarg) < 0)
@@ -237,16 +286,6 @@ static int parse_args(struct options *o, int argc, char **argv)
 	return 0;
 }
 
-static void daemon_log(void *ctx, int level, const char *msg)
-{
-	struct daemon *d = ctx;
-
-	if (d->use_syslog)
-		syslog(level, "%s", msg);
-	else
-		fprintf(stderr, "iofs: %s\n", msg);
-}
-
 static uint64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -273,9 +312,7 @@ static void daemon_stop(struct daemon *d, bool session_gone)
 
 	if (!d->stopping) {
 		d->stopping = true;
-#if IOFS_FS_WITH_NET
 		net_server_stop_listening(d->net);
-#endif
 		fs_shutdown(
 		    d->fs); /* parked reads EOF, writes what was taken */
 		router_shutdown(d->r); /* streams complete, XOFFs released */
@@ -297,8 +334,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	struct daemon *d = arg;
 
 	(void)what;
-	if (d->opt->foreground)
-		fprintf(stderr, "iofs: %s: unmounting\n", strsignal((int)sig));
+	iofs_logf(d->log, LOG_NOTICE, NULL, "%s: unmounting",
+		  strsignal((int)sig));
 	daemon_stop(d, false);
 }
 
@@ -319,14 +356,15 @@ static int start_pmix(struct daemon *d, char *err, size_t errlen)
 	int rc;
 
 	if (o->output_dir) {
-		rc = output_dir_new(d->r, o->output_dir, err, errlen, &d->od);
+		rc = output_dir_new(d->r, d->log, o->output_dir, err, errlen,
+				    &d->od);
 		if (rc < 0)
 			return rc;
 	}
 	if (o->pmix) {
 #if IOFS_FS_WITH_PMIX
-		rc = pmix_source_new(d->base, d->r, o->pmix, err, errlen,
-				     &d->pmix);
+		rc = pmix_source_new(d->base, d->r, d->log, o->pmix, err,
+				     errlen, &d->pmix);
 		if (rc < 0)
 			return rc;
 #else
@@ -344,38 +382,24 @@ static int start_pmix(struct daemon *d, char *err, size_t errlen)
 static int start_listeners(struct daemon *d, char *err, size_t errlen)
 {
 	struct options *o = d->opt;
+	struct net_server_config nc = o->net;
+
+	nc.allow_remote_tcp = o->allow_remote_tcp;
+	nc.log = d->log;
 	int rc;
 
-#if IOFS_FS_WITH_NET
-	{
-		struct net_server_config nc = {
-		    .allow_remote_tcp = o->allow_remote_tcp,
-		    .debug = o->debug,
-		};
-
-		rc = net_server_new(d->base, d->r, &nc, &d->net);
-		if (rc < 0) {
-			snprintf(err, errlen, "cannot start listeners: %s",
-				 strerror(-rc));
+	rc = net_server_new(d->base, d->r, &nc, &d->net);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot start listeners: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	for (size_t i = 0; i < (o->nlisten ? o->nlisten : 1); i++) {
+		rc = net_server_listen(d->net, o->nlisten ? o->listen[i] : NULL,
+				       err, errlen);
+		if (rc < 0)
 			return rc;
-		}
-		for (size_t i = 0; i < (o->nlisten ? o->nlisten : 1); i++) {
-			rc = net_server_listen(d->net,
-					       o->nlisten ? o->listen[i] : NULL,
-					       err, errlen);
-			if (rc < 0)
-				return rc;
-		}
 	}
-#else
-	if (o->nlisten) {
-		snprintf(err, errlen,
-			 "--listen: this iofs was built without the network "
-			 "layer (net/)");
-		return -ENOTSUP;
-	}
-#endif
-	(void)rc;
 	return 0;
 }
 
@@ -399,10 +423,8 @@ static void release_daemon(struct daemon *d)
 	pmix_source_free(d->pmix);
 	d->pmix = NULL;
 #endif
-#if IOFS_FS_WITH_NET
 	net_server_free(d->net);
 	d->net = NULL;
-#endif
 	output_dir_free(d->od);
 	d->od = NULL;
 	fs_free(d->fs);
@@ -509,8 +531,7 @@ static void report_ready(struct daemon *d, int *ready_fd, unsigned char st)
 			if (nul > STDERR_FILENO)
 				close(nul);
 		}
-		openlog("iofs", LOG_PID, LOG_DAEMON);
-		d->use_syslog = true;
+		iofs_log_set_echo(d->log, -1); /* the terminal is gone */
 	}
 	if (write(*ready_fd, &st, 1) != 1)
 		st = 1;
@@ -552,7 +573,9 @@ static int check_paths(const struct options *o)
 
 int main(int argc, char **argv)
 {
-	struct options o = {0};
+	struct options o = {.log_level = -1,
+			    .linger_lost_s = 3600,
+			    .stdin_uid_max = 64u << 20};
 	struct daemon d = {.opt = &o};
 	struct router_config rc_cfg = {0};
 	char err[1024] = "";
@@ -586,8 +609,22 @@ int main(int argc, char **argv)
 	}
 	if (check_paths(&o) < 0)
 		return 1;
-	if (!o.foreground && daemonize(&ready_fd) < 0)
+	if (iofs_log_new("iofs", &d.log) < 0) {
+		fprintf(stderr, "iofs: out of memory\n");
 		return 1;
+	}
+	if (o.log_level >= 0)
+		iofs_log_set_level(d.log, o.log_level);
+	if (!o.foreground) {
+		if (daemonize(&ready_fd) < 0) {
+			iofs_log_free(d.log);
+			return 1;
+		}
+		/* syslog from now on; until the parent returns, warnings and
+		 * errors (why the start fails) also go to its terminal */
+		iofs_log_to_syslog(d.log);
+		iofs_log_set_echo(d.log, LOG_WARNING);
+	}
 
 	evthread_use_pthreads(); /* the router's blocking deliver needs it */
 	d.base = event_base_new();
@@ -596,12 +633,11 @@ int main(int argc, char **argv)
 		goto out_fail;
 	}
 	rc_cfg.window = o.window;
-	rc_cfg.log = daemon_log;
-	rc_cfg.log_ctx = &d;
+	rc_cfg.log = d.log;
 	rc = router_new(d.base, &rc_cfg, &d.r);
-	if (rc < 0) {
+	if (rc != 0) {
 		snprintf(err, sizeof(err), "cannot create the router: %s",
-			 strerror(-rc));
+			 router_strerror(rc));
 		goto out_fail;
 	}
 	{
@@ -610,9 +646,12 @@ int main(int argc, char **argv)
 		    .fuse_opts = o.fuse_opts,
 		    .debug = o.debug,
 		    .linger_s = o.linger_s,
+		    .linger_lost_s = o.linger_lost_s,
+		    .stdin_uid_max = o.stdin_uid_max,
 		    .max_read = o.max_read,
 		    .on_exit = on_fs_exit,
 		    .on_exit_ctx = &d,
+		    .log = d.log,
 		};
 
 		if (fs_new(d.base, d.r, &fc, err, sizeof(err), &d.fs) < 0)
@@ -630,18 +669,19 @@ int main(int argc, char **argv)
 		goto out_fail;
 	if (start_listeners(&d, err, sizeof(err)) < 0)
 		goto out_fail;
-	if (o.foreground)
-		fprintf(stderr, "iofs: mounted %s\n", o.mountpoint_abs);
+	iofs_logf(d.log, LOG_INFO, NULL, "mounted %s", o.mountpoint_abs);
 	report_ready(&d, &ready_fd, 0);
 
 	event_base_dispatch(d.base);
 
 	release_daemon(&d);
+	iofs_log_free(d.log);
 	return 0;
 
 out_fail:
-	fprintf(stderr, "iofs: %s\n", err);
+	iofs_logf(d.log, LOG_ERR, NULL, "%s", err); /* the terminal too */
 	release_daemon(&d);
 	report_ready(&d, &ready_fd, 1);
+	iofs_log_free(d.log);
 	return 1;
 }

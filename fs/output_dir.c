@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #define OUTPUT_DIR_MAX_FDS 64 /* open files kept; others reopen to append */
@@ -27,8 +26,10 @@ struct od_stream {
 
 struct output_dir {
 	router_t *r;
+	iofs_log_t *log; /* borrowed */
 	router_sub_t *sub;
 	char *dir;
+	int dirfd; /* the verified top directory */
 	size_t nopen;
 	TAILQ_HEAD(od_stream_list, od_stream) streams; /* MRU first */
 };
@@ -48,6 +49,138 @@ static int mkdir_p(char *path)
 	if (mkdir(path, 0755) != 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/*
+ * The top directory: owned by root or by us, writable by nobody else.  Every
+ * name below it is then created by us (openat/mkdirat relative to its fd,
+ * O_NOFOLLOW), so no other user can plant a link on the way to a file we
+ * write as root.  0, or a positive errno with a reason in @why.
+ */
+static int od_check_top(int fd, char *why, size_t whylen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		return errno;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(why, whylen,
+			 "owned by uid %u: it must belong to root or to the "
+			 "daemon's user (uid %u)",
+			 (unsigned)st.st_uid, (unsigned)geteuid());
+		return EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, whylen,
+			 "mode %04o is writable by other users (another user "
+			 "could plant a link where a job's files go): "
+			 "chmod go-w it",
+			 (unsigned)(st.st_mode & 07777));
+		return EPERM;
+	}
+	return 0;
+}
+
+/* -errno of a failed open of @name, a planted link named as such. */
+static int od_open_failed(const char *name, char *why, size_t whylen)
+{
+	int e = errno;
+
+	if (e == ELOOP || e == ENOTDIR)
+		snprintf(why, whylen,
+			 "%s is a symbolic link or not a directory: not "
+			 "following it",
+			 name);
+	return -e;
+}
+
+/*
+ * Open (creating if needed) directory @name in @dirfd for a job of
+ * @uid/@gid: never through a symlink, and only a directory that already
+ * belongs to @uid (or one we just made and gave to it, 0750).  Returns an
+ * fd or -errno; -EPERM with @why filled on a directory of someone else.
+ */
+static int od_open_dir(int dirfd, const char *name, uint32_t uid,
+		       uint32_t gid, char *why, size_t whylen)
+{
+	struct stat st;
+	bool made = false;
+	int fd;
+
+	if (mkdirat(dirfd, name, 0700) == 0)
+		made = true;
+	else if (errno != EEXIST)
+		return -errno;
+	fd = openat(dirfd, name,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return od_open_failed(name, why, whylen);
+	if (fstat(fd, &st) != 0)
+		goto fail_errno;
+	if (made && st.st_uid != uid &&
+	    (fchown(fd, uid, gid) != 0 || fstat(fd, &st) != 0))
+		goto fail_errno;
+	if (st.st_uid != uid) {
+		snprintf(why, whylen,
+			 "directory %s belongs to uid %u, the job to uid %u: "
+			 "not writing into it",
+			 name, (unsigned)st.st_uid, (unsigned)uid);
+		close(fd);
+		return -EPERM;
+	}
+	if (made && fchmod(fd, 0750) != 0)
+		goto fail_errno;
+	return fd;
+
+fail_errno:
+	fd = (close(fd), -errno);
+	return fd;
+}
+
+/* The job's file @name in @dirfd: a regular file of @uid with one link,
+ * created 0640 in its name; never through a symlink. */
+static int od_open_file(int dirfd, const char *name, bool truncate,
+			uint32_t uid, uint32_t gid, char *why, size_t whylen)
+{
+	struct stat st;
+	int fd = openat(dirfd, name,
+			O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
+			    O_NONBLOCK | O_CLOEXEC,
+			0600);
+
+	if (fd < 0)
+		return od_open_failed(name, why, whylen);
+	if (fstat(fd, &st) != 0)
+		goto fail_errno;
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		snprintf(why, whylen,
+			 "%s is not a plain file with one link: not writing "
+			 "into it",
+			 name);
+		close(fd);
+		return -EPERM;
+	}
+	if (st.st_uid != uid && st.st_uid == geteuid() && st.st_size == 0 &&
+	    (fchown(fd, uid, gid) != 0 || fstat(fd, &st) != 0))
+		goto fail_errno;
+	if (st.st_uid != uid) {
+		snprintf(why, whylen,
+			 "file %s belongs to uid %u, the job to uid %u: not "
+			 "writing into it",
+			 name, (unsigned)st.st_uid, (unsigned)uid);
+		close(fd);
+		return -EPERM;
+	}
+	if ((truncate && ftruncate(fd, 0) != 0) ||
+	    ((st.st_mode & 07777) != 0640 && fchmod(fd, 0640) != 0))
+		goto fail_errno;
+	return fd;
+
+fail_errno:
+	fd = (close(fd), -errno);
+	return fd;
 }
 
 static void od_close(struct output_dir *od, struct od_stream *s)
@@ -93,12 +226,18 @@ static struct od_stream *od_find(struct output_dir *od,
 	return s;
 }
 
-static int od_open(struct output_dir *od, struct od_stream *s, bool truncate)
+static int od_open(struct output_dir *od, struct od_stream *s, bool truncate,
+		   char *why, size_t whylen)
 {
-	char path[PATH_MAX];
+	router_job_t *job = router_job_lookup(od->r, s->nspace);
+	char rank[16];
 	struct od_stream *last;
-	int n;
+	uint32_t uid, gid;
+	int nsfd, rkfd;
 
+	if (!job)
+		return -ENOENT;
+	router_job_owner(job, &uid, &gid);
 	while (od->nopen >= OUTPUT_DIR_MAX_FDS) {
 		TAILQ_FOREACH_REVERSE(last, &od->streams, od_stream_list, link)
 		if (last->fd >= 0)
@@ -107,20 +246,20 @@ static int od_open(struct output_dir *od, struct od_stream *s, bool truncate)
 			break;
 		od_close(od, last);
 	}
-	n = snprintf(path, sizeof(path), "%s/%s/%" PRIu32, od->dir, s->nspace,
-		     s->rank);
-	if (n < 0 || (size_t)n >= sizeof(path))
-		return -ENAMETOOLONG;
-	if (mkdir_p(path) < 0)
-		return -errno;
-	snprintf(path + n, sizeof(path) - (size_t)n, "/%s",
-		 s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr");
-	s->fd = open(path,
-		     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-			 (truncate ? O_TRUNC : 0),
-		     0644);
+	snprintf(rank, sizeof(rank), "%" PRIu32, s->rank);
+	nsfd = od_open_dir(od->dirfd, s->nspace, uid, gid, why, whylen);
+	if (nsfd < 0)
+		return nsfd;
+	rkfd = od_open_dir(nsfd, rank, uid, gid, why, whylen);
+	close(nsfd);
+	if (rkfd < 0)
+		return rkfd;
+	s->fd = od_open_file(
+	    rkfd, s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr",
+	    truncate, uid, gid, why, whylen);
+	close(rkfd);
 	if (s->fd < 0)
-		return -errno;
+		return s->fd;
 	od->nopen++;
 	return 0;
 }
@@ -131,6 +270,7 @@ static void od_fragment(void *cbdata, const router_proc_t *src,
 {
 	struct output_dir *od = cbdata;
 	struct od_stream *s;
+	char why[512];
 	bool created;
 	int rc;
 
@@ -141,11 +281,13 @@ static void od_fragment(void *cbdata, const router_proc_t *src,
 		    &created);
 	if (!s || s->failed)
 		goto out_complete;
-	if (len && s->fd < 0 && (rc = od_open(od, s, created)) < 0) {
-		syslog(LOG_ERR, "iofs: --output-dir %s/%s/%" PRIu32 ": %s",
-		       od->dir, src->nspace, src->rank, strerror(-rc));
-		fprintf(stderr, "iofs: --output-dir %s/%s/%" PRIu32 ": %s\n",
-			od->dir, src->nspace, src->rank, strerror(-rc));
+	why[0] = '\0';
+	if (len && s->fd < 0 &&
+	    (rc = od_open(od, s, created, why, sizeof(why))) < 0) {
+		iofs_logf(od->log, LOG_ERR, "output-dir",
+			  "%s/%s/%" PRIu32 ": %s: this stream is not copied",
+			  od->dir, src->nspace, src->rank,
+			  why[0] ? why : strerror(-rc));
 		s->failed = true;
 		goto out_complete;
 	}
@@ -155,8 +297,11 @@ static void od_fragment(void *cbdata, const router_proc_t *src,
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			fprintf(stderr, "iofs: --output-dir write: %s\n",
-				strerror(errno));
+			iofs_logf(od->log, LOG_ERR, "output-dir",
+				  "write %s/%s/%" PRIu32 ": %s: this stream is "
+				  "no longer copied",
+				  od->dir, src->nspace, src->rank,
+				  w < 0 ? strerror(errno) : "wrote nothing");
 			s->failed = true;
 			break;
 		}
@@ -169,10 +314,11 @@ out_complete:
 		od_drop(od, s);
 }
 
-int output_dir_new(router_t *r, const char *dir, char *err, size_t errlen,
-		   output_dir_t **out)
+int output_dir_new(router_t *r, iofs_log_t *log, const char *dir, char *err,
+		   size_t errlen, output_dir_t **out)
 {
 	struct output_dir *od;
+	char why[256];
 	int rc;
 
 	*out = NULL;
@@ -183,6 +329,8 @@ int output_dir_new(router_t *r, const char *dir, char *err, size_t errlen,
 		return -ENOMEM;
 	}
 	od->r = r;
+	od->log = log;
+	od->dirfd = -1;
 	TAILQ_INIT(&od->streams);
 	rc = mkdir_p(od->dir);
 	if (rc < 0) {
@@ -190,6 +338,19 @@ int output_dir_new(router_t *r, const char *dir, char *err, size_t errlen,
 			 "--output-dir %s: %s: give a writable "
 			 "directory",
 			 dir, strerror(-rc));
+		goto out_free;
+	}
+	od->dirfd = open(od->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (od->dirfd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "--output-dir %s: %s", dir,
+			 strerror(-rc));
+		goto out_free;
+	}
+	rc = od_check_top(od->dirfd, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "--output-dir %s: %s", dir, why);
+		rc = -rc;
 		goto out_free;
 	}
 	rc = router_subscribe(r, NULL, ROUTER_RANK_WILDCARD,
@@ -219,6 +380,8 @@ void output_dir_free(output_dir_t *od)
 	router_unsubscribe(od->sub);
 	while ((s = TAILQ_FIRST(&od->streams)))
 		od_drop(od, s);
+	if (od->dirfd >= 0)
+		close(od->dirfd);
 	free(od->dir);
 	free(od);
 }

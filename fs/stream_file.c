@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stdout/stderr files: one router reader per open file.  Reads below the
- * produced size are answered at once from the router's buffer; a read at the
- * live end is parked until the reader's ready callback (new bytes or
- * completion).  The open of an EMPTY live stream is parked until its first
- * byte or completion (GNU tail treats an empty file as a pipe otherwise).
+ * stdout/stderr files: one router reader per open file.  Opens are answered
+ * at once.  Reads below the produced size are answered at once from the
+ * router's buffer.  A read at the live end is parked until the reader's
+ * ready callback (new bytes or completion) -- unless the handle is in file
+ * mode: a handle that asked the kernel for its end (lseek SEEK_END, so a
+ * GETATTR carrying this file handle) reads 0 there (O_NONBLOCK or not), like
+ * a growing log file, because the programs that ask (tail, SEEK_DATA/
+ * SEEK_HOLE users) treat it as one.  docs/filesystem.md has the measured
+ * tool behaviour behind the rule.
  */
 #include "fs/fs_i.h"
 
@@ -13,33 +17,18 @@
 #include <poll.h>
 #include <stdlib.h>
 
-static int router_errno(int rc)
-{
-	switch (rc) {
-	case ROUTER_ERR_NOT_FOUND:
-		return ENOENT;
-	case ROUTER_ERR_BAD_PARAM:
-		return EINVAL;
-	case ROUTER_ERR_NOMEM:
-		return ENOMEM;
-	default:
-		return rc < 0 ? -rc : EIO;
-	}
-}
-
 static void stream_free(struct fs_stream *s)
 {
 	struct fs_parked *p;
 
 	while ((p = TAILQ_FIRST(&s->parked))) {
 		TAILQ_REMOVE(&s->parked, p, link);
-		fs_unpark(s->fs, p);
+		fs_unpark(p);
 		fuse_reply_err(p->req, EIO);
 		free(p);
 	}
 	router_reader_close(s->rd);
-	if (s->ph)
-		fuse_pollhandle_destroy(s->ph);
+	fs_poll_drop(&s->ph);
 	TAILQ_REMOVE(&s->fs->streams, s, link);
 	free(s);
 }
@@ -60,12 +49,13 @@ static bool stream_try(struct fs_stream *s, fuse_req_t req, size_t size,
 	size_t n = 0;
 	int rc = router_reader_read(s->rd, (uint64_t)off, size, iov, &cnt, &n);
 
-	if (rc == ROUTER_AGAIN && !s->fs->shutdown)
+	if (rc == ROUTER_AGAIN && !s->fs->shutdown && !s->file_mode)
 		return false;
 	if (rc == ROUTER_AGAIN) {
-		fuse_reply_buf(req, NULL, 0); /* shutting down: EOF */
+		/* shutting down, or a file-mode handle at the live end: EOF */
+		fuse_reply_buf(req, NULL, 0);
 	} else if (rc != ROUTER_SUCCESS) {
-		fuse_reply_err(req, router_errno(rc));
+		fuse_reply_err(req, fs_errno(rc, false));
 	} else if (n == 0) {
 		fuse_reply_buf(req, NULL, 0);
 	} else {
@@ -75,68 +65,27 @@ static bool stream_try(struct fs_stream *s, fuse_req_t req, size_t size,
 	return true;
 }
 
-static bool stream_empty_live(struct fs_stream *s)
-{
-	return router_reader_avail(s->rd, 0) == 0 &&
-	       !router_reader_eof(s->rd, 0);
-}
-
-static void stream_open_answer(struct fs_stream *s, struct fs_parked *p)
-{
-	TAILQ_REMOVE(&s->parked, p, link);
-	fs_unpark(s->fs, p);
-	/* The opener may be gone (killed): no release will come then, and
-	 * the reader cannot be closed from inside its ready callback, so the
-	 * sweep timer frees it. */
-	if (fs_reply_open(s->fs, p->req, &s->fi) != 0)
-		s->orphan = true;
-	free(p);
-}
-
-void fs_stream_reap(struct fs *fs)
-{
-	struct fs_stream *s, *next;
-
-	for (s = TAILQ_FIRST(&fs->streams); s; s = next) {
-		next = TAILQ_NEXT(s, link);
-		if (s->orphan)
-			stream_free(s);
-	}
-}
-
 static void stream_ready(void *cbdata)
 {
 	struct fs_stream *s = cbdata;
 	struct fs_parked *p, *next;
 
-	p = TAILQ_FIRST(&s->parked);
-	if (p && p->type == FS_P_OPEN) {
-		if (stream_empty_live(s))
-			return;
-		stream_open_answer(s, p);
-		if (s->orphan)
-			return;
-	}
 	for (p = TAILQ_FIRST(&s->parked); p; p = next) {
 		next = TAILQ_NEXT(p, link);
 		if (!stream_try(s, p->req, p->size, p->off))
 			continue;
 		TAILQ_REMOVE(&s->parked, p, link);
-		fs_unpark(s->fs, p);
+		fs_unpark(p);
 		free(p);
 	}
-	if (s->ph && stream_readable(s)) {
-		fuse_lowlevel_notify_poll(s->ph);
-		fuse_pollhandle_destroy(s->ph);
-		s->ph = NULL;
-	}
+	if (stream_readable(s))
+		fs_poll_wake(&s->ph);
 }
 
 void fs_stream_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 		    struct fuse_file_info *fi)
 {
 	struct fs_stream *s;
-	struct fs_parked *p;
 	int rc;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
@@ -155,31 +104,25 @@ void fs_stream_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 				stream_ready, s, &s->rd);
 	if (rc != ROUTER_SUCCESS) {
 		free(s);
-		fuse_reply_err(req, router_errno(rc));
+		fuse_reply_err(req, fs_errno(rc, false));
 		return;
 	}
 	TAILQ_INSERT_TAIL(&fs->streams, s, link);
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	fi->fh = (uintptr_t)s;
-	if (!fs->shutdown && !(fi->flags & O_NONBLOCK) &&
-	    stream_empty_live(s)) {
-		p = calloc(1, sizeof(*p));
-		if (!p) {
-			stream_free(s);
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		s->fi = *fi;
-		p->req = req;
-		p->type = FS_P_OPEN;
-		p->owner = s;
-		TAILQ_INSERT_HEAD(&s->parked, p, link);
-		fs_park(fs, p);
-		return;
-	}
-	if (fs_reply_open(fs, req, fi) != 0)
+	if (fs_reply_open(&fs->rq, req, fi) != 0)
 		stream_free(s);
+}
+
+/* A parked read interrupted (Ctrl-C, SIGSTOP): EINTR. */
+static void stream_interrupted(struct fs_parked *p)
+{
+	struct fs_stream *s = p->owner;
+
+	TAILQ_REMOVE(&s->parked, p, link);
+	fuse_reply_err(p->req, EINTR);
+	free(p);
 }
 
 void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size, off_t off,
@@ -212,7 +155,7 @@ void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size, off_t off,
 	p->off = off;
 	p->size = size;
 	TAILQ_INSERT_TAIL(&s->parked, p, link);
-	fs_park(s->fs, p);
+	fs_park(&s->fs->rq, p, stream_interrupted);
 }
 
 void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
@@ -220,16 +163,7 @@ void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
 {
 	bool ready = stream_readable(s) || s->fs->shutdown;
 
-	if (ph) {
-		if (s->ph)
-			fuse_pollhandle_destroy(s->ph);
-		s->ph = NULL;
-		if (ready)
-			fuse_pollhandle_destroy(ph);
-		else
-			s->ph = ph;
-	}
-	fuse_reply_poll(req, ready ? POLLIN | POLLRDNORM : 0);
+	fs_poll_reply(req, &s->ph, ph, ready ? POLLIN | POLLRDNORM : 0);
 }
 
 void fs_stream_release(struct fs_stream *s)
@@ -237,34 +171,23 @@ void fs_stream_release(struct fs_stream *s)
 	stream_free(s);
 }
 
-void fs_stream_interrupted(struct fs_parked *p)
+void fs_stream_file_mode(struct fs_stream *s)
 {
-	struct fs_stream *s = p->owner;
-	bool was_open = p->type == FS_P_OPEN;
-
-	TAILQ_REMOVE(&s->parked, p, link);
-	fuse_reply_err(p->req, EINTR);
-	free(p);
-	if (was_open)
-		stream_free(s); /* the open failed: no release will come */
+	s->file_mode = true;
+	/* A read parked before (another thread of the program) ends now,
+	 * as it would have had the question come first. */
+	stream_ready(s);
 }
 
 void fs_stream_shutdown(struct fs_stream *s)
 {
 	struct fs_parked *p;
 
-	p = TAILQ_FIRST(&s->parked);
-	if (p && p->type == FS_P_OPEN)
-		stream_open_answer(s, p);
 	while ((p = TAILQ_FIRST(&s->parked))) {
 		TAILQ_REMOVE(&s->parked, p, link);
-		fs_unpark(s->fs, p);
+		fs_unpark(p);
 		fuse_reply_buf(p->req, NULL, 0);
 		free(p);
 	}
-	if (s->ph) {
-		fuse_lowlevel_notify_poll(s->ph);
-		fuse_pollhandle_destroy(s->ph);
-		s->ph = NULL;
-	}
+	fs_poll_wake(&s->ph);
 }

@@ -24,27 +24,35 @@ const char *net_default_addr(void)
 
 	if (env && *env)
 		snprintf(buf, sizeof(buf), "%s", env);
+	else if (geteuid() == 0) /* never $XDG_RUNTIME_DIR: after su it may
+				  * belong to someone else */
+		snprintf(buf, sizeof(buf), "unix:%s", NET_SYSTEM_SOCKET);
 	else if (xdg && *xdg)
 		snprintf(buf, sizeof(buf), "unix:%s/iofs.sock", xdg);
-	else if (getuid() == 0)
-		snprintf(buf, sizeof(buf), "unix:/run/iofs.sock");
 	else
 		snprintf(buf, sizeof(buf), "unix:/tmp/iofs-%u.sock",
 			 (unsigned)getuid());
 	return buf;
 }
 
-const char *net_default_connect_addr(void)
+static bool is_socket(const char *path)
 {
-	const char *addr = net_default_addr();
 	struct stat st;
 
-	/* A user's own daemon first; else the system-wide (root) daemon. */
-	if (!getenv("IOFS_ADDR") && getuid() != 0 &&
-	    strncmp(addr, "unix:", 5) == 0 && stat(addr + 5, &st) != 0 &&
-	    stat("/run/iofs.sock", &st) == 0 && S_ISSOCK(st.st_mode))
-		return "unix:/run/iofs.sock";
-	return addr;
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+const char *net_default_connect_addr(void)
+{
+	/* The system daemon first (its directory is root's: nobody can
+	 * plant a socket there), then the user's own guesses. */
+	if (getenv("IOFS_ADDR") && *getenv("IOFS_ADDR"))
+		return net_default_addr();
+	if (is_socket(NET_SYSTEM_SOCKET))
+		return "unix:" NET_SYSTEM_SOCKET;
+	if (is_socket(NET_LEGACY_SOCKET))
+		return "unix:" NET_LEGACY_SOCKET;
+	return net_default_addr();
 }
 
 static int parse_unix(const char *path, struct net_addr *out, char *err,
@@ -189,4 +197,26 @@ void net_tcp_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
 		   sizeof(user_timeout_ms));
+}
+
+void net_drop_reason(int err, char *buf, size_t len)
+{
+	if (err == 0)
+		snprintf(buf, len, "connection closed by the peer");
+	else if (err == ETIMEDOUT)
+		snprintf(buf, len,
+			 "connection timed out (TCP keepalive probes "
+			 "unanswered, or sent data unacknowledged for the "
+			 "TCP user timeout: the peer or the link is gone)");
+	else if (err == EHOSTUNREACH || err == ENETUNREACH ||
+		 err == EHOSTDOWN || err == ENETDOWN)
+		/* a timeout too: the kernel reports the last routing error
+		 * its probes met instead of ETIMEDOUT */
+		snprintf(buf, len,
+			 "peer unreachable: %s (keepalive probes or sent data "
+			 "went unanswered: the link or the peer's host is "
+			 "gone)",
+			 strerror(err));
+	else
+		snprintf(buf, len, "connection error: %s", strerror(err));
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One forwarder connection on the daemon side: decode frames, dispatch
- * them through a table, register ranks, deliver DATA in order, ACK, and
- * carry XOFF/XON both ways.  docs/protocol.md is the specification.
+ * One forwarder connection on the daemon side: its frames come from the
+ * framer (framer.c) through the table below; register ranks, deliver DATA
+ * in order, ACK, and carry XOFF/XON both ways.  docs/protocol.md is the
+ * specification.
  *
  * Ordering.  Deliveries and EXITs enter one FIFO per connection in frame
  * order; an entry leaves the FIFO only once it and everything before it is
@@ -22,9 +23,9 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "net/framer.h"
 #include "net/net_i.h"
 #include "net/server_i.h"
-#include "net/wire.h"
 
 static void conn_service(struct conn *c);
 
@@ -36,38 +37,39 @@ void conn_kick(struct conn *c)
 	event_active(c->kick, EV_READ, 0);
 }
 
-/* Start/stop reading the socket (our own read event, see read_ev_cb). */
+/*
+ * Start/stop reading the socket (our own read event, see read_ev_cb).  The
+ * read event never carries a timeout: on a persistent event libevent
+ * re-arms it after every wake-up, and event_add(ev, NULL) keeps a timeout
+ * already set, so a greeting deadline there would cut off every rank that
+ * is silent for that long.  Idle is normal; the greeting deadline is its
+ * own one-shot timer (hello_timeout_cb).
+ */
 void conn_reading(struct conn *c, bool on)
 {
 	if (!c->rev || on == c->reading)
 		return;
 	c->reading = on;
 	if (on)
-		event_add(c->rev, c->dec.greeted ? NULL : &c->hello_tv);
+		event_add(c->rev, NULL);
 	else
 		event_del(c->rev);
 }
 
 static void send_frame(struct conn *c, const struct proto_frame *f)
 {
-	uint8_t head[PROTO_HEAD_MAX];
-	ssize_t n;
+	int n;
 
 	if (!c->bev || c->closing)
 		return;
-	n = proto_encode_head(f, head, sizeof(head));
+	n = framer_send(c->bev, f);
 	if (n < 0) {
 		srv_log(c->srv, LOG_ERR, "conn %llu: cannot encode %s: %s",
 			(unsigned long long)c->id, proto_type_name(f->type),
-			strerror((int)-n));
+			strerror(-n));
 		return;
 	}
 	struct evbuffer *out = bufferevent_get_output(c->bev);
-	bool body = f->type == PROTO_DATA || f->type == PROTO_STDIN;
-	/* ERROR stays queued: the write callback frees a closing connection
-	 * once its output drained, so it must see something to drain. */
-	wire_send(out, f->type == PROTO_ERROR ? -1 : bufferevent_getfd(c->bev),
-		  head, (size_t)n, body ? f->data : NULL, body ? f->len : 0);
 	srv_log(c->srv, LOG_DEBUG, "conn %llu: sent %s rank %u",
 		(unsigned long long)c->id, proto_type_name(f->type), f->rank);
 	/* Protect our memory from a forwarder that does not read: hold its
@@ -88,6 +90,11 @@ static void send_frame(struct conn *c, const struct proto_frame *f)
 	}
 }
 
+void conn_send(struct conn *c, const struct proto_frame *f)
+{
+	send_frame(c, f);
+}
+
 static void send_ack(struct conn *c)
 {
 	struct proto_frame f = {.type = PROTO_ACK,
@@ -106,7 +113,8 @@ void conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	srv_log(c->srv, LOG_WARNING, "conn %llu (%s%s%s): closing: %s",
+	srv_log(c->srv, c->quiet_fail ? LOG_DEBUG : LOG_WARNING,
+		"conn %llu (%s%s%s): closing: %s",
 		(unsigned long long)c->id, c->peer, c->nspace[0] ? " job " : "",
 		c->nspace, msg);
 	struct proto_frame f = {.type = PROTO_ERROR,
@@ -187,6 +195,13 @@ static const struct router_source_ops source_ops = {
 /* ------------------------------------------------------------------------ */
 /* Frame handlers                                                            */
 
+/* The DATA frame taken out of the input (conn_in_take), if nobody kept it. */
+static void release_frame_entry(struct conn *c)
+{
+	free(c->frame_entry);
+	c->frame_entry = NULL;
+}
+
 static struct crank *running_rank(struct conn *c, const struct proto_frame *f)
 {
 	struct crank *cr = &c->ranks[f->rank - c->rank_base];
@@ -200,28 +215,9 @@ static struct crank *running_rank(struct conn *c, const struct proto_frame *f)
 	return NULL;
 }
 
-static bool rank_busy(net_server_t *s, const struct conn *self,
-		      const char *nspace, uint32_t rank)
+static int on_hello(void *ctx, const struct proto_frame *f)
 {
-	router_job_t *job = router_job_lookup(s->router, nspace);
-
-	if (job) {
-		router_rank_t *rr = router_job_rank(job, rank);
-		if (rr) {
-			struct router_stats st;
-			router_rank_stats(rr, &st);
-			if (st.state == ROUTER_STATE_RUNNING)
-				return true;
-		}
-	}
-	for (const struct conn *o = s->conns; o; o = o->next)
-		if (o != self && conn_claims(o, nspace, rank))
-			return true;
-	return false;
-}
-
-static int on_hello(struct conn *c, const struct proto_frame *f)
-{
+	struct conn *c = ctx;
 	const struct proto_hello *h = &f->hello;
 
 	memcpy(c->nspace, h->nspace, h->nspace_len);
@@ -232,48 +228,20 @@ static int on_hello(struct conn *c, const struct proto_frame *f)
 	c->dirs.set =
 	    h->dirs_set & ROUTER_DIR_KNOWN_MASK & ~ROUTER_DIR_COMPLETE;
 	c->dirs.value = h->dirs_value & c->dirs.set;
-	if (!c->cred_ok) { /* TCP: unauthenticated hints */
+	c->version = h->version;
+	c->pid = h->pid;
+	if (!c->cred_ok) { /* TCP: unauthenticated hints (auth=none) */
 		c->uid = h->uid;
 		c->gid = h->gid;
 	}
-	for (uint32_t i = 0; i < h->rank_count; i++) {
-		if (rank_busy(c->srv, c, c->nspace, h->rank_base + i)) {
-			conn_fail(
-			    c, PROTO_REFUSED_EXISTS,
-			    "rank %u of job '%s' is already running (another "
-			    "iofs-run with the same --nspace/--rank?)",
-			    h->rank_base + i, c->nspace);
-			return -1;
-		}
-	}
-	c->ranks = calloc(h->rank_count, sizeof(*c->ranks));
-	if (!c->ranks) {
-		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-		return -1;
-	}
-	c->rank_base = h->rank_base;
-	c->rank_count = h->rank_count;
-	for (uint32_t i = 0; i < c->rank_count; i++) {
-		c->ranks[i].c = c;
-		c->ranks[i].rank = c->rank_base + i;
-	}
-	srv_log(c->srv, LOG_INFO,
-		"conn %llu (%s): job '%s' ranks %u..%u of %u from %.*s pid %u "
-		"uid %u",
-		(unsigned long long)c->id, c->peer, c->nspace, c->rank_base,
-		c->rank_base + c->rank_count - 1, c->job_size, (int)h->host_len,
-		h->host, h->pid, c->uid);
-	if (c->reading)
-		event_add(c->rev, NULL); /* greeted: no read timeout any more */
-	struct proto_frame w = {.type = PROTO_WELCOME,
-				.version = PROTO_VERSION,
-				.max_payload = PROTO_PAYLOAD_MAX};
-	send_frame(c, &w);
-	return 0;
+	/* MUNGE (TCP), limits, the range check, WELCOME: conn_admit.c */
+	return conn_admit(c, h->rank_base, h->rank_count, h->cred,
+			  h->cred_len);
 }
 
-static int on_rank_start(struct conn *c, const struct proto_frame *f)
+static int on_rank_start(void *ctx, const struct proto_frame *f)
 {
+	struct conn *c = ctx;
 	struct crank *cr = &c->ranks[f->rank - c->rank_base];
 	router_proc_t proc;
 
@@ -307,24 +275,29 @@ static int on_rank_start(struct conn *c, const struct proto_frame *f)
 	return 0;
 }
 
-static int on_data(struct conn *c, const struct proto_frame *f)
+static int on_data(void *ctx, const struct proto_frame *f)
 {
-	if (!running_rank(c, f))
+	struct conn *c = ctx;
+	if (!running_rank(c, f)) {
+		release_frame_entry(c);
 		return -1;
+	}
 	return conn_deliver(c, f->rank - c->rank_base, f->channel, f->data,
 			    f->len, false);
 }
 
-static int on_complete(struct conn *c, const struct proto_frame *f)
+static int on_complete(void *ctx, const struct proto_frame *f)
 {
+	struct conn *c = ctx;
 	if (!running_rank(c, f))
 		return -1;
 	return conn_deliver(c, f->rank - c->rank_base, f->channel, NULL, 0,
 			    true);
 }
 
-static int on_exit_frame(struct conn *c, const struct proto_frame *f)
+static int on_exit_frame(void *ctx, const struct proto_frame *f)
 {
+	struct conn *c = ctx;
 	struct crank *cr = running_rank(c, f);
 	struct dq_entry *e;
 
@@ -346,8 +319,9 @@ static int on_exit_frame(struct conn *c, const struct proto_frame *f)
 	return 0;
 }
 
-static int on_flow(struct conn *c, const struct proto_frame *f)
+static int on_flow(void *ctx, const struct proto_frame *f)
 {
+	struct conn *c = ctx;
 	struct crank *cr = &c->ranks[f->rank - c->rank_base];
 
 	/* Late XON/XOFF for an exited rank: harmless, ignore. */
@@ -363,8 +337,9 @@ static int on_flow(struct conn *c, const struct proto_frame *f)
 
 /* The forwarder let stdin bytes go (written to the rank's pipe, or dropped
  * because the rank closed its stdin): return the credit. */
-static int on_stdin_ack(struct conn *c, const struct proto_frame *f)
+static int on_stdin_ack(void *ctx, const struct proto_frame *f)
 {
+	struct conn *c = ctx;
 	struct crank *cr = &c->ranks[f->rank - c->rank_base];
 
 	if (f->ack_bytes < cr->stdin_acked || f->ack_bytes > cr->stdin_sent) {
@@ -385,98 +360,66 @@ static int on_stdin_ack(struct conn *c, const struct proto_frame *f)
 	return 0;
 }
 
-/* Dispatch table: frame type -> handler (types a daemon can receive). */
-static const struct frame_handler {
-	const char *name;
-	int (*fn)(struct conn *c, const struct proto_frame *f);
-} handlers[PROTO_TYPE_MAX + 1] = {
-    [PROTO_HELLO] = {.name = "HELLO", .fn = on_hello},
-    [PROTO_RANK_START] = {.name = "RANK_START", .fn = on_rank_start},
-    [PROTO_DATA] = {.name = "DATA", .fn = on_data},
-    [PROTO_COMPLETE] = {.name = "COMPLETE", .fn = on_complete},
-    [PROTO_EXIT] = {.name = "EXIT", .fn = on_exit_frame},
-    [PROTO_XOFF] = {.name = "XOFF", .fn = on_flow},
-    [PROTO_XON] = {.name = "XON", .fn = on_flow},
-    [PROTO_STDIN_ACK] = {.name = "STDIN_ACK", .fn = on_stdin_ack},
-};
-
 /* ------------------------------------------------------------------------ */
-/* Input                                                                     */
+/* Input: the framer's hooks                                                 */
 
-static void release_frame_entry(struct conn *c)
+static bool conn_in_more(void *ctx)
 {
-	free(c->frame_entry);
-	c->frame_entry = NULL;
+	struct conn *c = ctx;
+
+	return !c->susp && !c->closing && !c->dead;
 }
 
-static void process_input(struct conn *c)
+static void conn_in_fail(void *ctx, int code, const char *detail)
 {
-	struct evbuffer *in = c->in;
-	char err[256];
+	struct conn *c = ctx;
 
-	while (!c->susp && !c->closing && !c->dead) {
-		size_t avail = evbuffer_get_length(in);
-		size_t need = avail < PROTO_HDR_SIZE ? avail : PROTO_HDR_SIZE;
-		struct proto_frame f;
-		size_t consumed = 0;
-		int rc;
+	release_frame_entry(c); /* a DATA frame taken that did not decode */
+	conn_fail(c, (uint32_t)code, "%s: %s", proto_strerror(code), detail);
+}
 
-		if (avail == 0)
-			return;
-		const uint8_t *p = evbuffer_pullup(in, (ssize_t)need);
-		rc = proto_decode(&c->dec, p, need, &f, &consumed, err,
-				  sizeof(err));
-		bool direct = false;
-		if (rc == PROTO_NEED_MORE && consumed <= avail &&
-		    consumed > need && p[PROTO_LEN_SIZE] == PROTO_DATA) {
-			/* DATA: move the frame out of the input buffer into the
-			 * delivery entry itself (one copy, no pullup). */
-			need = consumed;
-			c->frame_entry = malloc(sizeof(*c->frame_entry) + need);
-			if (!c->frame_entry) {
-				conn_fail(c, PROTO_REFUSED_ROUTER,
-					  "out of memory");
-				return;
-			}
-			memset(c->frame_entry, 0, sizeof(*c->frame_entry));
-			evbuffer_remove(in, c->frame_entry->bytes, need);
-			direct = true;
-			rc = proto_decode(&c->dec, c->frame_entry->bytes, need,
-					  &f, &consumed, err, sizeof(err));
-		} else if (rc == PROTO_NEED_MORE && consumed <= avail &&
-			   consumed > need) {
-			need = consumed;
-			p = evbuffer_pullup(in, (ssize_t)need);
-			rc = proto_decode(&c->dec, p, need, &f, &consumed, err,
-					  sizeof(err));
-		}
-		if (rc == PROTO_NEED_MORE)
-			return;
-		if (rc != PROTO_OK) {
-			release_frame_entry(c);
-			conn_fail(c, (uint32_t)rc, "%s: %s", proto_strerror(rc),
-				  err);
-			return;
-		}
-		c->frames_in++;
-		const struct frame_handler *h = &handlers[f.type];
-		srv_log(c->srv, LOG_DEBUG, "conn %llu: %s rank %u len %zu",
-			(unsigned long long)c->id, h->name ? h->name : "?",
-			f.rank, f.len);
-		if (!h->fn) { /* the decoder's direction check prevents this */
-			release_frame_entry(c);
-			conn_fail(c, PROTO_ERR_DIRECTION, "no handler for %s",
-				  proto_type_name(f.type));
-			return;
-		}
-		rc = h->fn(c, &f);
-		release_frame_entry(c); /* if the handler did not take it */
-		if (!direct)
-			evbuffer_drain(in, consumed);
-		if (rc < 0)
-			return;
+static void conn_in_trace(void *ctx, const struct proto_frame *f)
+{
+	struct conn *c = ctx;
+
+	srv_log(c->srv, LOG_DEBUG, "conn %llu: %s rank %u len %zu",
+		(unsigned long long)c->id, proto_type_name(f->type), f->rank,
+		f->len);
+}
+
+/* A whole DATA frame moves out of the input buffer into the delivery entry
+ * itself (one copy, no pull-up): on_data() hands it to conn_deliver(). */
+static uint8_t *conn_in_take(void *ctx, size_t len)
+{
+	struct conn *c = ctx;
+
+	c->frame_entry = malloc(sizeof(*c->frame_entry) + len);
+	if (!c->frame_entry) {
+		conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+		return NULL;
 	}
+	memset(c->frame_entry, 0, sizeof(*c->frame_entry));
+	return c->frame_entry->bytes;
 }
+
+/* The frames a daemon receives. */
+static const struct framer_ops conn_framer_ops = {
+    .handlers =
+	{
+	    [PROTO_HELLO] = on_hello,
+	    [PROTO_RANK_START] = on_rank_start,
+	    [PROTO_DATA] = on_data,
+	    [PROTO_COMPLETE] = on_complete,
+	    [PROTO_EXIT] = on_exit_frame,
+	    [PROTO_XOFF] = on_flow,
+	    [PROTO_XON] = on_flow,
+	    [PROTO_STDIN_ACK] = on_stdin_ack,
+	},
+    .more = conn_in_more,
+    .fail = conn_in_fail,
+    .trace = conn_in_trace,
+    .take = conn_in_take,
+};
 
 static void conn_lost_log(struct conn *c, const char *what)
 {
@@ -505,36 +448,33 @@ static void conn_lost_log(struct conn *c, const char *what)
 static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
-	size_t burst = 0;
+	int rc = framer_read(&c->fr, fd, CONN_READ_CHUNK, CONN_READ_BURST,
+			     CONN_IN_MAX);
 
-	if (what & EV_TIMEOUT) {
-		srv_log(c->srv, LOG_WARNING,
-			"conn %llu (%s): no HELLO in time: dropped",
-			(unsigned long long)c->id, c->peer);
-		c->dead = true;
-		conn_reading(c, false);
-		conn_kick(c);
+	if (rc != 0) {
+		char why[200];
+		net_drop_reason(rc == FRAMER_CLOSED ? 0 : -rc, why,
+				sizeof(why));
+		conn_lost_log(c, why);
 		return;
 	}
-	while (burst < CONN_READ_BURST &&
-	       evbuffer_get_length(c->in) + CONN_READ_CHUNK <= CONN_IN_MAX) {
-		ssize_t n = wire_read(fd, c->in, CONN_READ_CHUNK);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		if (n <= 0) {
-			char why[128];
-			snprintf(why, sizeof(why),
-				 n == 0 ? "connection closed"
-					: "connection error: %s",
-				 strerror(errno));
-			conn_lost_log(c, why);
-			return;
-		}
-		burst += (size_t)n;
-		if ((size_t)n < CONN_READ_CHUNK)
-			break;
-	}
-	process_input(c);
+	framer_process(&c->fr);
+}
+
+/* Accepted CONN_HELLO_TIMEOUT_S ago and still no complete HELLO. */
+static void hello_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->fr.dec.greeted || c->closing || c->dead)
+		return;
+	srv_log(c->srv, LOG_WARNING,
+		"conn %llu (%s): no HELLO in time (%d s after connecting): "
+		"dropped",
+		(unsigned long long)c->id, c->peer, CONN_HELLO_TIMEOUT_S);
+	c->dead = true;
+	conn_reading(c, false);
+	conn_kick(c);
 }
 
 static void write_cb(struct bufferevent *bev, void *arg)
@@ -572,8 +512,13 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_kick(c);
 		return;
 	}
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		conn_lost_log(c, "connection error");
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		char why[200];
+		net_drop_reason(what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR()
+						       : 0,
+				why, sizeof(why));
+		conn_lost_log(c, why);
+	}
 }
 
 /* Deferred service: apply stdin flow, resume reading, free when dead. */
@@ -597,7 +542,7 @@ static void conn_service(struct conn *c)
 	}
 	if (!c->susp && !c->closing && c->bev) {
 		conn_reading(c, true);
-		process_input(c);
+		framer_process(&c->fr);
 	}
 }
 
@@ -619,7 +564,6 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	c->srv = s;
 	c->id = ++s->next_id;
 	c->is_unix = is_unix;
-	proto_peer_init(&c->dec, PROTO_ROLE_DAEMON);
 	if (is_unix) {
 		struct ucred uc;
 		socklen_t len = sizeof(uc);
@@ -639,10 +583,11 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	}
 	c->kick = event_new(s->base, -1, 0, kick_cb, c);
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, read_ev_cb, c);
-	c->in = evbuffer_new();
+	c->hello_timer = evtimer_new(s->base, hello_timeout_cb, c);
+	int frc = framer_init(&c->fr, PROTO_ROLE_DAEMON, &conn_framer_ops, c);
 	c->bev = bufferevent_socket_new(
 	    s->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!c->kick || !c->rev || !c->in || !c->bev) {
+	if (!c->kick || !c->rev || !c->hello_timer || frc < 0 || !c->bev) {
 		if (c->bev)
 			bufferevent_free(c->bev); /* closes fd */
 		else
@@ -651,8 +596,9 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 			event_free(c->kick);
 		if (c->rev)
 			event_free(c->rev);
-		if (c->in)
-			evbuffer_free(c->in);
+		if (c->hello_timer)
+			event_free(c->hello_timer);
+		framer_release(&c->fr);
 		free(c);
 		srv_log(s, LOG_ERR, "out of memory accepting a connection");
 		return NULL;
@@ -663,7 +609,8 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_LOW, 0);
 	bufferevent_set_max_single_write(c->bev, CONN_WRITE_MAX);
 	bufferevent_enable(c->bev, EV_WRITE);
-	c->hello_tv.tv_sec = CONN_HELLO_TIMEOUT_S;
+	struct timeval hello_tv = {CONN_HELLO_TIMEOUT_S, 0};
+	evtimer_add(c->hello_timer, &hello_tv);
 	conn_reading(c, true);
 	c->next = s->conns;
 	if (s->conns)
@@ -671,15 +618,9 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 	s->conns = c;
 	srv_log(s, LOG_DEBUG, "conn %llu: accepted %s",
 		(unsigned long long)c->id, c->peer);
+	if (c->cred_ok)
+		conn_admit_owner(c); /* max_conns_uid: ERROR and close */
 	return c;
-}
-
-bool conn_claims(const struct conn *c, const char *nspace, uint32_t rank)
-{
-	if (!c->ranks || c->dead || strcmp(c->nspace, nspace) != 0 ||
-	    rank < c->rank_base || rank - c->rank_base >= c->rank_count)
-		return false;
-	return c->ranks[rank - c->rank_base].state != CRANK_DONE;
 }
 
 void conn_destroy(struct conn *c)
@@ -695,7 +636,12 @@ void conn_destroy(struct conn *c)
 		bufferevent_free(c->bev);
 		c->bev = NULL;
 	}
-	evbuffer_free(c->in);
+	if (c->hello_timer) {
+		event_free(c->hello_timer);
+		c->hello_timer = NULL;
+	}
+	framer_release(&c->fr);
+	release_frame_entry(c);
 	conn_dq_release(c);
 	for (uint32_t i = 0; i < c->rank_count; i++)
 		conn_rank_finish(&c->ranks[i], ROUTER_STATE_LOST, -1);
@@ -704,6 +650,7 @@ void conn_destroy(struct conn *c)
 		    s, LOG_DEBUG, "conn %llu: XOFF sent %llu, XON sent %llu",
 		    (unsigned long long)c->id, (unsigned long long)c->xoff_sent,
 		    (unsigned long long)c->xon_sent);
+	conn_admit_release(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else

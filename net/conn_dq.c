@@ -40,6 +40,7 @@ void conn_dq_pump(struct conn *c)
 		} else {
 			c->dq_bytes -= e->len;
 			c->acked_bytes += e->len;
+			conn_admit_buf(c, -(int64_t)e->len);
 		}
 		free(e);
 		moved = true;
@@ -48,7 +49,8 @@ void conn_dq_pump(struct conn *c)
 		c->ack_pending = true;
 		conn_kick(c);
 	}
-	if ((c->susp & CONN_SUSP_DQ) && c->dq_bytes <= CONN_DQ_LOW) {
+	if ((c->susp & CONN_SUSP_DQ) &&
+	    c->dq_bytes <= c->srv->cfg.limits.buf_conn / 4) {
 		c->susp &= ~CONN_SUSP_DQ;
 		conn_kick(c);
 	}
@@ -64,7 +66,8 @@ void conn_dq_push(struct conn *c, struct dq_entry *e)
 	c->dq_tail = e;
 	if (!e->is_exit) {
 		c->dq_bytes += e->len;
-		if (c->dq_bytes > CONN_DQ_HIGH) {
+		conn_admit_buf(c, (int64_t)e->len);
+		if (c->dq_bytes > c->srv->cfg.limits.buf_conn) {
 			c->susp |= CONN_SUSP_DQ;
 			conn_reading(c, false);
 		}

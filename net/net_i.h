@@ -36,7 +36,13 @@ void net_sockaddr_text(const struct sockaddr *sa, char *buf, size_t len);
  * TCP liveness for both ends: TCP_NODELAY, keepalive (idle 5 s, 3 probes
  * 2 s apart) and TCP_USER_TIMEOUT 10 s, so a dead link or peer is noticed
  * in ~10-15 s instead of the kernel's minutes.  No-op on Unix sockets.
+ * An idle connection whose peer answers the probes is never dropped.
  */
 void net_tcp_tune(int fd);
+
+/* "connection closed by the peer" (@err 0) or the socket error @err as a
+ * drop reason for the log; ETIMEDOUT and EHOSTUNREACH & co. (what a
+ * keepalive or user timeout reports) say what timed out. */
+void net_drop_reason(int err, char *buf, size_t len);
 
 #endif /* IOFS_NET_NET_I_H */

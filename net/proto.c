@@ -219,10 +219,11 @@ static int decode_hello(const uint8_t *b, uint32_t blen, struct proto_frame *f,
 			    "HELLO: magic 0x%08x, expected 0x%08x", magic,
 			    PROTO_MAGIC);
 	h->version = get16(b + 4);
-	if (h->version != PROTO_VERSION)
+	if (h->version < PROTO_VERSION_MIN || h->version > PROTO_VERSION)
 		return fail(PROTO_ERR_VERSION, err, errlen,
-			    "HELLO: protocol version %u, this daemon speaks %u",
-			    h->version, PROTO_VERSION);
+			    "HELLO: protocol version %u, this daemon speaks "
+			    "%u..%u",
+			    h->version, PROTO_VERSION_MIN, PROTO_VERSION);
 	h->flags = get16(b + 6);
 	h->rank_base = get32(b + 8);
 	h->rank_count = get32(b + 12);
@@ -244,11 +245,27 @@ static int decode_hello(const uint8_t *b, uint32_t blen, struct proto_frame *f,
 	h->nspace = (const char *)b + off;
 	off += (uint32_t)h->nspace_len;
 	h->host_len = b[off++];
-	if (blen != off + h->host_len)
-		return fail(PROTO_ERR_LENGTH, err, errlen,
-			    "HELLO: body is %u bytes, layout says %zu", blen,
-			    off + h->host_len);
 	h->host = (const char *)b + off;
+	off += (uint32_t)h->host_len;
+	if (h->version >= 3) { /* u16 credential length, credential */
+		if (blen < off + 2)
+			return fail(PROTO_ERR_LENGTH, err, errlen,
+				    "HELLO: no credential length");
+		h->cred_len = get16(b + off);
+		off += 2;
+		h->cred = (const char *)b + off;
+		off += (uint32_t)h->cred_len;
+	}
+	if (blen != off)
+		return fail(PROTO_ERR_LENGTH, err, errlen,
+			    "HELLO: body is %u bytes, layout says %u", blen,
+			    off);
+	if (h->cred_len > PROTO_CRED_MAX ||
+	    (h->cred_len && memchr(h->cred, '\0', h->cred_len)))
+		return fail(PROTO_ERR_FIELD, err, errlen,
+			    "HELLO: credential of %zu bytes (at most %u, no "
+			    "NUL)",
+			    h->cred_len, PROTO_CRED_MAX);
 	if (!router_nspace_valid(h->nspace, h->nspace_len))
 		return fail(PROTO_ERR_NSPACE, err, errlen,
 			    "HELLO: invalid namespace (%zu bytes)",
@@ -303,7 +320,8 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 		f->version = get16(b);
 		f->flags = get16(b + 2);
 		f->max_payload = get32(b + 4);
-		if (f->version != PROTO_VERSION)
+		if (f->version < PROTO_VERSION_MIN ||
+		    f->version > PROTO_VERSION)
 			return fail(PROTO_ERR_VERSION, err, errlen,
 				    "WELCOME: version %u", f->version);
 		if (f->max_payload == 0)
@@ -440,10 +458,15 @@ static uint32_t layout(const struct proto_frame *f, uint32_t *tail)
 	switch (f->type) {
 	case PROTO_HELLO:
 		if (f->hello.nspace_len > ROUTER_NSPACE_MAX ||
-		    f->hello.host_len > PROTO_HOST_MAX)
+		    f->hello.host_len > PROTO_HOST_MAX ||
+		    f->hello.cred_len > PROTO_CRED_MAX ||
+		    (f->hello.version < 3 && f->hello.cred_len))
 			return 0;
 		return HELLO_FIXED + 2 + (uint32_t)f->hello.nspace_len +
-		       (uint32_t)f->hello.host_len;
+		       (uint32_t)f->hello.host_len +
+		       (f->hello.version >= 3
+			    ? 2 + (uint32_t)f->hello.cred_len
+			    : 0);
 	case PROTO_ERROR:
 		if (f->msg_len > PROTO_MSG_MAX)
 			return 0;
@@ -497,6 +520,12 @@ static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 		if (h->host_len)
 			memcpy(b, h->host, h->host_len);
 		b += h->host_len;
+		if (h->version >= 3) {
+			b = put16(b, (uint16_t)h->cred_len);
+			if (h->cred_len)
+				memcpy(b, h->cred, h->cred_len);
+			b += h->cred_len;
+		}
 		break;
 	}
 	case PROTO_WELCOME:

@@ -27,7 +27,8 @@
 #include <sys/types.h>
 
 #define PROTO_MAGIC	  0x53464f49u /* "IOFS" as little-endian bytes */
-#define PROTO_VERSION	  2	      /* 2: STDIN_ACK (stdin credit) */
+#define PROTO_VERSION	  3	      /* 3: HELLO carries a credential */
+#define PROTO_VERSION_MIN 2	      /* 2: STDIN_ACK (stdin credit) */
 #define PROTO_PAYLOAD_MAX (1u << 20)  /* bytes in one DATA/STDIN frame */
 #define PROTO_FRAME_MAX	  (PROTO_PAYLOAD_MAX + 1024u) /* length field limit */
 #define PROTO_LEN_SIZE	  4
@@ -35,6 +36,7 @@
 #define PROTO_HOST_MAX	  255
 #define PROTO_MSG_MAX	  1024	/* ERROR text */
 #define PROTO_RANKS_MAX	  65536 /* ranks one HELLO may announce */
+#define PROTO_CRED_MAX	  4096	/* HELLO v3 credential bytes */
 
 enum proto_type {
 	PROTO_HELLO = 1,      /* F->D  first frame: who we are */
@@ -89,6 +91,8 @@ enum {
 	PROTO_REFUSED_EXISTS = 32, /* a rank of the HELLO range is running */
 	PROTO_REFUSED_REMOTE = 33, /* TCP peer not on loopback */
 	PROTO_REFUSED_ROUTER = 34, /* the router failed or is shutting down */
+	PROTO_REFUSED_AUTH = 35,   /* no valid credential (TCP, auth=munge) */
+	PROTO_REFUSED_LIMIT = 36,  /* a per-user limit (iofs(8) -o max_*) */
 };
 
 struct proto_hello {
@@ -104,6 +108,10 @@ struct proto_hello {
 	size_t nspace_len;
 	const char *host; /* borrowed, not NUL-terminated */
 	size_t host_len;
+	/* Version 3: a MUNGE credential (text), 0..PROTO_CRED_MAX bytes;
+	 * version 2 has none (cred_len 0).  Borrowed. */
+	const char *cred;
+	size_t cred_len;
 };
 
 /* One decoded frame.  Only the fields of its type are meaningful. */
@@ -122,7 +130,7 @@ struct proto_frame {
 			       * its pipe or discarded, so far */
 	uint32_t ack_exits;   /* ACK: EXIT frames processed so far */
 	uint32_t max_payload; /* WELCOME */
-	uint16_t version;     /* WELCOME */
+	uint16_t version;     /* WELCOME: the HELLO's version */
 	uint16_t flags;	      /* WELCOME: reserved, 0 */
 	const char *msg;      /* ERROR text, borrowed */
 	size_t msg_len;
@@ -177,6 +185,6 @@ ssize_t proto_encode_head(const struct proto_frame *f, uint8_t *buf,
 			  size_t cap);
 
 /* Upper bound of proto_encode_head()'s output for any frame. */
-#define PROTO_HEAD_MAX 1024
+#define PROTO_HEAD_MAX (1024 + PROTO_CRED_MAX)
 
 #endif /* IOFS_NET_PROTO_H */

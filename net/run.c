@@ -20,17 +20,13 @@
 #include "net/run_i.h"
 #include "net/server.h"
 
-void run_log(struct run *r, const char *fmt, ...)
+void run_log(struct run *r, int level, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!r->verbose)
-		return;
-	fprintf(stderr, "iofs-run: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	iofs_vlogf(r->log, level, NULL, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void usage(FILE *f)
@@ -40,55 +36,37 @@ static void usage(FILE *f)
 		"[--rank N | -n COUNT] [--size N]\n"
 		"                [--tag-output] [--rank-output] "
 		"[--timestamp-output] [--xml] [--raw]\n"
-		"                [--strict] [--verbose] -- COMMAND [ARG...]\n"
+		"                [--strict] [-v|--verbose]... [--munge-socket PATH]\n"
+		"                -- COMMAND [ARG...]\n"
 		"Runs COMMAND as rank(s) of job NAME and forwards its stdio "
 		"to the iofs daemon.\n"
 		"See iofs-run(1).\n");
 }
 
-static int parse_u32(const char *s, uint32_t *out)
+static const char *real_getenv(const char *name, void *arg)
 {
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (!*s || *end || errno || v > ROUTER_RANK_MAX || s[0] == '-')
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
+	return getenv(name);
 }
 
-static const char *env_first(const char *const names[])
-{
-	for (int i = 0; names[i]; i++) {
-		const char *v = getenv(names[i]);
-		if (v && *v)
-			return v;
-	}
-	return NULL;
-}
-
-/* Rank, size and job name from a launcher's environment. */
+/* Rank, size and job name from a launcher's environment (run_env.c). */
 static void from_launcher(struct run *r, bool have_rank, bool have_size,
 			  bool have_nspace)
 {
-	static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK",
-					    "SLURM_PROCID",	    "PMI_RANK",
-					    "FLUX_TASK_RANK",	    NULL};
-	static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE",
-					    "SLURM_NTASKS", "PMI_SIZE",
-					    "FLUX_JOB_SIZE", NULL};
-	static const char *const names[] = {"PMIX_NAMESPACE", "SLURM_JOB_ID",
-					    "FLUX_JOB_ID", NULL};
-	const char *v;
-	uint32_t n;
+	const struct run_env e = {.get = real_getenv};
+	struct run_launch l;
 
-	if (!have_rank && (v = env_first(ranks)) && parse_u32(v, &n) == 0)
-		r->rank_base = n;
-	if (!have_size && (v = env_first(sizes)) && parse_u32(v, &n) == 0)
-		r->size = n;
-	if (!have_nspace && (v = env_first(names)) &&
-	    router_nspace_valid(v, strlen(v)))
-		snprintf(r->nspace, sizeof(r->nspace), "%s", v);
+	run_env_launch(&e, &l);
+	if (!l.launcher)
+		return;
+	run_log(r, LOG_INFO, "launcher %s: rank %s%u, size %s%u, job name '%s'",
+		l.launcher, l.have_rank ? "" : "unset ", l.rank,
+		l.have_size ? "" : "unset ", l.size, l.nspace);
+	if (!have_rank && l.have_rank)
+		r->rank_base = l.rank;
+	if (!have_size && l.have_size)
+		r->size = l.size;
+	if (!have_nspace && l.nspace[0])
+		memcpy(r->nspace, l.nspace, sizeof(r->nspace));
 }
 
 static void dir_on(struct run *r, uint32_t bit)
@@ -105,6 +83,7 @@ enum {
 	OPT_RAW,
 	OPT_STRICT,
 	OPT_VERSION,
+	OPT_MUNGE_SOCKET,
 };
 
 static int parse_args(struct run *r, int argc, char **argv)
@@ -121,6 +100,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 	    {"xml", no_argument, NULL, OPT_XML},
 	    {"raw", no_argument, NULL, OPT_RAW},
 	    {"strict", no_argument, NULL, OPT_STRICT},
+	    {"munge-socket", required_argument, NULL, OPT_MUNGE_SOCKET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
@@ -150,7 +130,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 			have_nspace = true;
 			break;
 		case 'r':
-			if (parse_u32(optarg, &r->rank_base)) {
+			if (run_parse_u32(optarg, &r->rank_base)) {
 				fprintf(stderr,
 					"iofs-run: invalid --rank '%s'\n",
 					optarg);
@@ -159,7 +139,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 			have_rank = true;
 			break;
 		case 'n':
-			if (parse_u32(optarg, &r->count) || r->count == 0 ||
+			if (run_parse_u32(optarg, &r->count) || r->count == 0 ||
 			    r->count > PROTO_RANKS_MAX) {
 				fprintf(stderr,
 					"iofs-run: invalid -n '%s' (1..%u)\n",
@@ -168,7 +148,7 @@ static int parse_args(struct run *r, int argc, char **argv)
 			}
 			break;
 		case 's':
-			if (parse_u32(optarg, &r->size)) {
+			if (run_parse_u32(optarg, &r->size)) {
 				fprintf(stderr,
 					"iofs-run: invalid --size '%s'\n",
 					optarg);
@@ -194,8 +174,11 @@ static int parse_args(struct run *r, int argc, char **argv)
 		case OPT_STRICT:
 			r->strict = true;
 			break;
+		case OPT_MUNGE_SOCKET:
+			r->munge_socket = optarg;
+			break;
 		case 'v':
-			r->verbose = true;
+			r->verbose++;
 			break;
 		case 'h':
 			usage(stdout);
@@ -215,6 +198,10 @@ static int parse_args(struct run *r, int argc, char **argv)
 		return -1;
 	}
 	r->argv = argv + optind;
+	/* quiet by default (the job's own output shares the terminal):
+	 * warnings; -v adds information, -vv debugging */
+	iofs_log_set_level(r->log, r->verbose ? LOG_INFO + (int)r->verbose - 1
+					      : LOG_WARNING);
 	from_launcher(r, have_rank, have_size, have_nspace);
 	if (r->count - 1 > ROUTER_RANK_MAX - r->rank_base) {
 		fprintf(stderr, "iofs-run: ranks %u+%u overflow\n",
@@ -305,6 +292,8 @@ static void release_run(struct run *r)
 	if (r->base)
 		event_base_free(r->base);
 	free(r->scratch);
+	iofs_log_free(r->log);
+	r->log = NULL;
 }
 
 /* Three pipes per rank: -n 1000 needs more than the usual 1024 fds. */
@@ -328,8 +317,12 @@ int main(int argc, char **argv)
 	struct run *r = &run;
 	int rc = 1;
 
-	if (parse_args(r, argc, argv) < 0)
+	if (iofs_log_new("iofs-run", &r->log) < 0)
+		return 1;
+	if (parse_args(r, argc, argv) < 0) {
+		iofs_log_free(r->log);
 		return 2;
+	}
 	raise_nofile(r);
 	r->base = event_base_new();
 	r->scratch = malloc(RUN_READ_CHUNK);
@@ -368,7 +361,7 @@ int main(int argc, char **argv)
 	else
 		rc = r->exit_code;
 	if (r->xoff_rx || r->xon_rx)
-		run_log(r, "XOFF received %llu, XON received %llu",
+		run_log(r, LOG_INFO, "XOFF received %llu, XON received %llu",
 			(unsigned long long)r->xoff_rx,
 			(unsigned long long)r->xon_rx);
 out_release:

@@ -220,7 +220,8 @@ static void exec_child(struct run *r, struct child *ch, const int in[2],
 	set_env_u32("IOFS_RANK", ch->rank);
 	set_env_u32("IOFS_SIZE", r->size);
 	execvp(r->argv[0], r->argv);
-	fprintf(stderr, "iofs-run: cannot execute %s: %s\n", r->argv[0],
+	/* on the rank's own stderr, as a shell would say it */
+	run_log(r, LOG_ERR, "cannot execute %s: %s", r->argv[0],
 		strerror(errno));
 	_exit(errno == ENOENT ? 127 : 126);
 }
@@ -284,8 +285,7 @@ fail_pipes:
 	close_pair(in);
 	close_pair(out);
 	close_pair(err);
-	fprintf(stderr, "iofs-run: cannot start rank %u: %s\n", ch->rank,
-		strerror(e));
+	run_log(r, LOG_ERR, "cannot start rank %u: %s", ch->rank, strerror(e));
 	return -e;
 }
 
@@ -299,7 +299,7 @@ void child_check_done(struct child *ch)
 	ch->in_eof = true;
 	stdin_close(ch); /* XON before EXIT if we had XOFFed stdin */
 	if (ch->in_discarded)
-		run_log(r,
+		run_log(r, LOG_INFO,
 			"rank %u: discarded %llu bytes of stdin it did not "
 			"read",
 			ch->rank, (unsigned long long)ch->in_discarded);

@@ -2,7 +2,8 @@
 /*
  * iofs-run internals: run.c (options, environment, main loop, exit),
  * run_child.c (children, pipes, stdin queues), run_link.c (the connection
- * to the daemon: HELLO, frames, ACK accounting, fallback).
+ * to the daemon: HELLO, frames, ACK accounting, fallback), run_env.c (rank,
+ * size and job name from the launcher's environment).
  */
 #ifndef IOFS_NET_RUN_I_H
 #define IOFS_NET_RUN_I_H
@@ -12,6 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "log/log.h"
+#include "net/framer.h"
 #include "net/proto.h"
 #include "router/router.h"
 
@@ -78,10 +81,13 @@ struct run {
 	struct event_base *base;
 	/* options */
 	const char *addr;
+	const char *munge_socket; /* --munge-socket, else $MUNGE_SOCKET */
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t rank_base, count, size;
 	router_directives_t dirs;
-	bool strict, verbose;
+	bool strict;
+	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
+	iofs_log_t *log;  /* owned: stderr, "iofs-run: " */
 	char **argv;
 	/* children */
 	struct child *kids; /* count entries, owned */
@@ -92,11 +98,10 @@ struct run {
 	int link_fd;		 /* socket before the bufferevent takes it */
 	struct bufferevent *bev; /* output only, owns the fd; NULL if down */
 	struct event *rev;	 /* our read event on the socket */
-	struct evbuffer *in;	 /* bytes read, not yet decoded (owned) */
 	bool linked;		 /* HELLO accepted, connection alive */
 	bool warned;		 /* fallback warning printed */
 	bool failed_strict;	 /* --strict and the link failed */
-	struct proto_peer dec;
+	struct framer fr; /* decoder state, input buffer (owned), dispatch */
 	uint64_t sent_bytes, acked_bytes;
 	uint32_t exits_sent, acked_exits;
 	struct unacked *uq_head, *uq_tail; /* owned */
@@ -111,8 +116,9 @@ struct run {
 	bool nofile_raised;
 };
 
-void run_log(struct run *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* One line on our stderr through the logger (levels: iofs-run(1) -v). */
+void run_log(struct run *r, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* run_link.c */
 /* Connect and exchange HELLO/WELCOME synchronously (bounded).  0 = linked;
@@ -147,5 +153,20 @@ void local_write(uint32_t channel, const uint8_t *buf, size_t len);
 
 /* run.c */
 void run_check_finish(struct run *r);
+
+/* run_env.c: what the launcher that started us says (innermost wins). */
+struct run_env {
+	const char *(*get)(const char *name, void *arg); /* getenv-like */
+	void *arg;
+};
+struct run_launch {
+	const char *launcher; /* "slurm", "flux", "openmpi", "pmix", "pmi" */
+	bool have_rank, have_size;
+	uint32_t rank, size;
+	char nspace[ROUTER_NSPACE_MAX + 1]; /* "" if the launcher names none */
+};
+void run_env_launch(const struct run_env *e, struct run_launch *l);
+/* Decimal 0..ROUTER_RANK_MAX, nothing else: 0, else -1. */
+int run_parse_u32(const char *s, uint32_t *out);
 
 #endif /* IOFS_NET_RUN_I_H */

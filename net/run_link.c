@@ -22,9 +22,10 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "net/auth.h"
+#include "net/framer.h"
 #include "net/net_i.h"
 #include "net/run_i.h"
-#include "net/wire.h"
 
 static int64_t now_ms(void)
 {
@@ -128,7 +129,7 @@ static int read_frame(struct run *r, int fd, uint8_t *buf, size_t cap,
 
 	for (;;) {
 		size_t need = 0;
-		int rc = proto_decode(&r->dec, buf, have, f, &need, err,
+		int rc = proto_decode(&r->fr.dec, buf, have, f, &need, err,
 				      sizeof(err));
 		if (rc == PROTO_OK)
 			return (int)need;
@@ -168,6 +169,8 @@ static int read_frame(struct run *r, int fd, uint8_t *buf, size_t cap,
 	}
 }
 
+static const struct framer_ops link_framer_ops; /* the frame handlers */
+
 int link_open(struct run *r)
 {
 	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
@@ -176,15 +179,29 @@ int link_open(struct run *r)
 	uint8_t buf[PROTO_HEAD_MAX + PROTO_MSG_MAX + 64];
 
 	r->link_fd = -1;
-	proto_peer_init(&r->dec, PROTO_ROLE_FORWARDER);
-	proto_peer_set_ranks(&r->dec, r->rank_base, r->count);
+	if (framer_init(&r->fr, PROTO_ROLE_FORWARDER, &link_framer_ops, r) <
+	    0) {
+		snprintf(why, sizeof(why), "out of memory");
+		goto fallback;
+	}
+	proto_peer_set_ranks(&r->fr.dec, r->rank_base, r->count);
 	int fd = connect_to(r, why, sizeof(why), dl);
 	if (fd < 0)
 		goto fallback;
 	gethostname(host, sizeof(host) - 1);
+	/* TCP: prove who we are with MUNGE (protocol 3); a Unix socket's
+	 * SO_PEERCRED does that already (protocol 2, any daemon). */
+	bool tcp = strncmp(r->addr, "tcp:", 4) == 0;
+	char *cred = NULL, mwhy[256] = "";
+	if (tcp && auth_encode(auth_socket(r->munge_socket), r->nspace,
+			       r->rank_base, r->count, &cred, mwhy,
+			       sizeof(mwhy)) < 0)
+		cred = NULL; /* a daemon with -o auth=none does without */
 	struct proto_frame f = {
 	    .type = PROTO_HELLO,
-	    .hello = {.version = PROTO_VERSION,
+	    .hello = {.version = tcp ? PROTO_VERSION : 2,
+		      .cred = cred,
+		      .cred_len = cred ? strlen(cred) : 0,
 		      .rank_base = r->rank_base,
 		      .rank_count = r->count,
 		      .job_size = r->size,
@@ -199,6 +216,7 @@ int link_open(struct run *r)
 		      .host_len = strlen(host)},
 	};
 	ssize_t n = proto_encode(&f, buf, sizeof(buf));
+	free(cred);
 	int rc = n < 0 ? (int)n : write_all(fd, buf, (size_t)n, dl);
 	if (rc < 0) {
 		snprintf(why, sizeof(why), "sending HELLO to %s: %s", r->addr,
@@ -210,12 +228,16 @@ int link_open(struct run *r)
 	if (rc < 0)
 		goto fallback_close;
 	if (reply.type == PROTO_ERROR) {
-		snprintf(why, sizeof(why), "%s refused the job: %.*s", r->addr,
-			 (int)reply.msg_len, reply.msg);
+		snprintf(why, sizeof(why), "%s refused the job: %.*s%s%s%s",
+			 r->addr, (int)reply.msg_len, reply.msg,
+			 mwhy[0] ? " (no credential sent: " : "", mwhy,
+			 mwhy[0] ? ")" : "");
 		goto fallback_close;
 	}
 	r->link_fd = fd;
 	r->linked = true;
+	run_log(r, LOG_INFO, "connected to %s: job '%s' ranks %u..%u", r->addr,
+		r->nspace, r->rank_base, r->rank_base + r->count - 1);
 	return 0;
 
 fallback_close:
@@ -230,18 +252,8 @@ fallback:
 
 static void send_frame(struct run *r, const struct proto_frame *f)
 {
-	uint8_t head[PROTO_HEAD_MAX];
-	ssize_t n;
-
-	if (!r->bev)
-		return;
-	n = proto_encode_head(f, head, sizeof(head));
-	if (n < 0)
-		return;
-	struct evbuffer *out = bufferevent_get_output(r->bev);
-	bool body = f->type == PROTO_DATA;
-	wire_send(out, bufferevent_getfd(r->bev), head, (size_t)n,
-		  body ? f->data : NULL, body ? f->len : 0);
+	if (r->bev)
+		framer_send(r->bev, f);
 }
 
 static void credit_update(struct run *r)
@@ -344,11 +356,22 @@ void link_send_exit(struct run *r, struct child *ch)
 	r->exits_sent++;
 }
 
-static void on_ack(struct run *r, const struct proto_frame *f)
+/*
+ * Frame handlers (the framer's table below).  Each answers link_alive():
+ * -1 once link_down() ran, which released the framer.
+ */
+static int link_alive(const struct run *r)
 {
+	return r->bev ? 0 : -1;
+}
+
+static int on_ack(void *ctx, const struct proto_frame *f)
+{
+	struct run *r = ctx;
+
 	if (f->ack_bytes > r->sent_bytes || f->ack_exits > r->exits_sent) {
 		link_down(r, "daemon acknowledged more than was sent");
-		return;
+		return -1;
 	}
 	uint64_t drop = f->ack_bytes - r->acked_bytes;
 	while (drop > 0 && r->uq_head) {
@@ -370,118 +393,112 @@ static void on_ack(struct run *r, const struct proto_frame *f)
 	r->acked_exits = f->ack_exits;
 	credit_update(r);
 	run_check_finish(r);
+	return link_alive(r);
 }
 
-static void on_frame(struct run *r, const struct proto_frame *f)
+static int on_flow(void *ctx, const struct proto_frame *f)
 {
-	struct child *ch = NULL;
+	struct run *r = ctx;
+	struct child *ch = &r->kids[f->rank - r->rank_base];
+	struct run_chan *c =
+	    f->channel == ROUTER_CH_STDERR ? &ch->err : &ch->out;
 
-	if (f->type != PROTO_ACK && f->type != PROTO_ERROR)
-		ch = &r->kids[f->rank - r->rank_base];
-	switch (f->type) {
-	case PROTO_ACK:
-		on_ack(r, f);
-		break;
-	case PROTO_XOFF:
-	case PROTO_XON: {
-		struct run_chan *c =
-		    f->channel == ROUTER_CH_STDERR ? &ch->err : &ch->out;
-		if (f->type == PROTO_XOFF) {
-			r->xoff_rx++;
-			c->susp |= RUN_SUSP_XOFF;
-		} else {
-			r->xon_rx++;
-			c->susp &= ~RUN_SUSP_XOFF;
-		}
-		chan_update(c);
-		break;
+	if (f->type == PROTO_XOFF) {
+		r->xoff_rx++;
+		c->susp |= RUN_SUSP_XOFF;
+	} else {
+		r->xon_rx++;
+		c->susp &= ~RUN_SUSP_XOFF;
 	}
-	case PROTO_STDIN:
-		child_stdin_push(ch, f->data, f->len);
-		break;
-	case PROTO_STDIN_EOF:
-		child_stdin_eof(ch);
-		break;
-	case PROTO_ERROR: {
-		char why[PROTO_MSG_MAX + 32];
-		snprintf(why, sizeof(why), "daemon closed the job: %.*s",
-			 (int)f->msg_len, f->msg);
-		link_down(r, why);
-		break;
-	}
-	default:
-		break;
-	}
+	chan_update(c);
+	return link_alive(r);
 }
 
-static void decode_input(struct run *r)
+static int on_stdin(void *ctx, const struct proto_frame *f)
 {
-	struct evbuffer *in = r->in;
-	char err[256];
+	struct run *r = ctx;
 
-	while (r->bev) {
-		size_t avail = evbuffer_get_length(in);
-		size_t need = avail < PROTO_HDR_SIZE ? avail : PROTO_HDR_SIZE;
-		struct proto_frame f;
-		size_t consumed = 0;
-
-		if (avail == 0)
-			return;
-		const uint8_t *p = evbuffer_pullup(in, (ssize_t)need);
-		int rc = proto_decode(&r->dec, p, need, &f, &consumed, err,
-				      sizeof(err));
-		if (rc == PROTO_NEED_MORE && consumed <= avail &&
-		    consumed > need) {
-			need = consumed;
-			p = evbuffer_pullup(in, (ssize_t)need);
-			rc = proto_decode(&r->dec, p, need, &f, &consumed, err,
-					  sizeof(err));
-		}
-		if (rc == PROTO_NEED_MORE)
-			return;
-		if (rc != PROTO_OK) {
-			char why[400];
-			snprintf(why, sizeof(why),
-				 "protocol error from daemon: %s: %s",
-				 proto_strerror(rc), err);
-			link_down(r, why);
-			return;
-		}
-		on_frame(r, &f);
-		if (r->bev)
-			evbuffer_drain(in, consumed);
-	}
+	child_stdin_push(&r->kids[f->rank - r->rank_base], f->data, f->len);
+	return link_alive(r);
 }
 
-/* Our own socket reads: libevent 2.1's bufferevents read 4 KiB a call. */
+static int on_stdin_eof(void *ctx, const struct proto_frame *f)
+{
+	struct run *r = ctx;
+
+	child_stdin_eof(&r->kids[f->rank - r->rank_base]);
+	return link_alive(r);
+}
+
+static int on_error(void *ctx, const struct proto_frame *f)
+{
+	struct run *r = ctx;
+	char why[PROTO_MSG_MAX + 32];
+
+	snprintf(why, sizeof(why), "daemon closed the job: %.*s",
+		 (int)f->msg_len, f->msg);
+	link_down(r, why);
+	return -1;
+}
+
+static void link_trace(void *ctx, const struct proto_frame *f)
+{
+	run_log(ctx, LOG_DEBUG, "received %s rank %u len %zu",
+		proto_type_name(f->type), f->rank, f->len);
+}
+
+static bool link_more(void *ctx)
+{
+	return ((struct run *)ctx)->bev != NULL;
+}
+
+static void link_fail(void *ctx, int code, const char *detail)
+{
+	char why[400];
+
+	snprintf(why, sizeof(why), "protocol error from daemon: %s: %s",
+		 proto_strerror(code), detail);
+	link_down(ctx, why);
+}
+
+/* The frames a forwarder receives (WELCOME is read by link_open()). */
+static const struct framer_ops link_framer_ops = {
+    .handlers =
+	{
+	    [PROTO_ACK] = on_ack,
+	    [PROTO_XOFF] = on_flow,
+	    [PROTO_XON] = on_flow,
+	    [PROTO_STDIN] = on_stdin,
+	    [PROTO_STDIN_EOF] = on_stdin_eof,
+	    [PROTO_ERROR] = on_error,
+	},
+    .more = link_more,
+    .fail = link_fail,
+    .trace = link_trace,
+};
+
+static void link_drop_reason(struct run *r, int err, char *why, size_t len)
+{
+	char reason[200];
+
+	net_drop_reason(err, reason, sizeof(reason));
+	snprintf(why, len, "%s: %s", r->addr, reason);
+}
+
+/* Our own socket reads (framer_read: bursts, not libevent's 4 KiB). */
 static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct run *r = arg;
-	size_t burst = 0;
+	int rc =
+	    framer_read(&r->fr, fd, RUN_SOCK_CHUNK, RUN_SOCK_BURST, SIZE_MAX);
 
-	while (burst < RUN_SOCK_BURST) {
-		ssize_t n = wire_read(fd, r->in, RUN_SOCK_CHUNK);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		if (n <= 0) {
-			char why[400];
-			if (n == 0)
-				snprintf(why, sizeof(why),
-					 "%s closed the connection", r->addr);
-			else
-				snprintf(why, sizeof(why),
-					 "connection to %s failed: %s", r->addr,
-					 strerror(errno));
-			decode_input(r); /* frames that arrived before */
-			if (r->bev)
-				link_down(r, why);
-			return;
-		}
-		burst += (size_t)n;
-		if ((size_t)n < RUN_SOCK_CHUNK)
-			break;
+	framer_process(&r->fr); /* also the frames that came before an EOF */
+	if (rc != 0 && r->bev) {
+		char why[400];
+		link_drop_reason(r, rc == FRAMER_CLOSED ? 0 : -rc, why,
+				 sizeof(why));
+		link_down(r, why);
 	}
-	decode_input(r);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
@@ -491,11 +508,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
 		return;
-	if (what & BEV_EVENT_EOF)
-		snprintf(why, sizeof(why), "%s closed the connection", r->addr);
-	else
-		snprintf(why, sizeof(why), "connection to %s failed: %s",
-			 r->addr, strerror(EVUTIL_SOCKET_ERROR()));
+	link_drop_reason(r, what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR() : 0,
+			 why, sizeof(why));
 	link_down(r, why);
 }
 
@@ -513,9 +527,8 @@ int link_start(struct run *r)
 	}
 	r->rev =
 	    event_new(r->base, r->link_fd, EV_READ | EV_PERSIST, read_ev_cb, r);
-	r->in = evbuffer_new();
 	r->link_fd = -1;
-	if (!r->rev || !r->in) {
+	if (!r->rev) {
 		link_down(r, "out of memory");
 		return -1;
 	}
@@ -533,10 +546,7 @@ void link_close(struct run *r)
 		event_free(r->rev); /* before the bufferevent closes the fd */
 		r->rev = NULL;
 	}
-	if (r->in) {
-		evbuffer_free(r->in);
-		r->in = NULL;
-	}
+	framer_release(&r->fr);
 	if (r->bev) {
 		bufferevent_free(r->bev);
 		r->bev = NULL;
@@ -561,7 +571,7 @@ void link_down(struct run *r, const char *why)
 	r->linked = false;
 	if (!r->warned) {
 		r->warned = true;
-		fprintf(stderr, "iofs-run: %s; %s\n", why,
+		run_log(r, LOG_WARNING, "%s; %s", why,
 			r->strict ? "giving up (--strict)"
 				  : "output continues on this terminal");
 	}
@@ -577,9 +587,8 @@ void link_down(struct run *r, const char *why)
 		local_write(u->channel, u->bytes, u->len);
 		replayed += u->len;
 	}
-	if (replayed && r->verbose)
-		fprintf(stderr,
-			"iofs-run: replayed %llu unacknowledged bytes\n",
+	if (replayed)
+		run_log(r, LOG_INFO, "replayed %llu unacknowledged bytes",
 			(unsigned long long)replayed);
 	link_close(r);
 	if (!was || !r->kids)

@@ -16,23 +16,17 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "net/auth.h"
 #include "net/net_i.h"
 #include "net/server_i.h"
 
 void srv_log(net_server_t *s, int level, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
-	if (level >= LOG_DEBUG && !s->cfg.debug)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	iofs_vlogf(s->cfg.log, level, "net", fmt, ap);
 	va_end(ap);
-	if (s->cfg.log)
-		s->cfg.log(s->cfg.log_ctx, level, msg);
-	else
-		fprintf(stderr, "iofs: net: %s\n", msg);
 }
 
 static void raise_nofile(net_server_t *s)
@@ -63,7 +57,13 @@ int net_server_new(struct event_base *base, router_t *r,
 	s->router = r;
 	if (cfg)
 		s->cfg = *cfg;
+	net_limits_fill(&s->cfg.limits);
 	raise_nofile(s);
+	if (s->cfg.auth == NET_AUTH_NONE)
+		srv_log(s, LOG_WARNING,
+			"*** -o auth=none: TCP forwarders are NOT "
+			"authenticated; anyone who reaches a TCP listener can "
+			"run jobs as any uid and read their stdin ***");
 	*out = s;
 	return 0;
 }
@@ -80,22 +80,61 @@ static void accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 		net_sockaddr_text(sa, who, sizeof(who));
 		srv_log(s, LOG_WARNING,
 			"refused TCP connection from %s on %s: not loopback "
-			"(TCP is unauthenticated; start iofs with the "
-			"allow-remote option to accept it)",
+			"(start iofs with -o allow_remote to accept remote "
+			"forwarders; they then prove their uid with MUNGE)",
 			who, l->text);
 		close(fd);
 		return;
 	}
+	l->pause_ms = 0; /* accepting works again: next pause starts small */
 	conn_new(s, fd, sa, salen, l->is_unix); /* owns fd, even on failure */
 }
 
+static void accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct listener *l = arg;
+
+	evconnlistener_enable(l->evl);
+}
+
+static bool accept_resource_error(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOBUFS ||
+	       err == ENOMEM;
+}
+
+/*
+ * Out of descriptors (or memory): the pending connection stays in the
+ * kernel's backlog and every retry fails at once, so retrying immediately
+ * spins.  Pause this listener instead, 100 ms doubling to 1 s, and log
+ * once per pause with the number of failures it covers.  The first
+ * successful accept resets the pause.  Other errors (ECONNABORTED, ...)
+ * concern one connection: log and carry on.
+ */
 static void accept_error_cb(struct evconnlistener *evl, void *arg)
 {
 	struct listener *l = arg;
 	int err = EVUTIL_SOCKET_ERROR();
 
-	/* EMFILE and friends: keep the listener, the next accept retries. */
-	srv_log(l->srv, LOG_ERR, "accept on %s: %s", l->text, strerror(err));
+	l->accept_errors++;
+	l->accept_errors_total++;
+	if (!accept_resource_error(err) || !l->resume) {
+		srv_log(l->srv, LOG_ERR, "accept on %s: %s", l->text,
+			strerror(err));
+		return;
+	}
+	l->pause_ms = l->pause_ms ? l->pause_ms * 2 : ACCEPT_PAUSE_MIN_MS;
+	if (l->pause_ms > ACCEPT_PAUSE_MAX_MS)
+		l->pause_ms = ACCEPT_PAUSE_MAX_MS;
+	srv_log(l->srv, LOG_ERR,
+		"accept on %s: %s (%llu failures since the last report, %llu "
+		"in all): not accepting for %u ms",
+		l->text, strerror(err), (unsigned long long)l->accept_errors,
+		(unsigned long long)l->accept_errors_total, l->pause_ms);
+	l->accept_errors = 0;
+	evconnlistener_disable(evl);
+	struct timeval tv = {l->pause_ms / 1000, (l->pause_ms % 1000) * 1000};
+	evtimer_add(l->resume, &tv);
 }
 
 /* Is someone answering on the Unix socket @path? */
@@ -111,12 +150,67 @@ static bool unix_alive(const struct net_addr *a)
 	return alive;
 }
 
+/*
+ * The directory the socket goes in: another user who may rename entries in
+ * it (writable by group or others, no sticky bit) could swap our socket for
+ * their own.  0, or -EPERM with a message.
+ */
+static int unix_dir_safe(const char *path, char *err, size_t errlen)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (stat(dir, &st) != 0)
+		return 0; /* bind() reports it */
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		snprintf(err, errlen,
+			 "cannot listen on unix:%s: directory %s (mode %04o) "
+			 "is writable by other users without the sticky bit, "
+			 "so they could replace the socket: use a directory "
+			 "only the daemon's user can write (e.g. %s) or one "
+			 "with the sticky bit (like /tmp)",
+			 path, dir, (unsigned)(st.st_mode & 07777),
+			 NET_SYSTEM_DIR);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* bind() creates the socket file 0666 (any local user may run a job;
+ * SO_PEERCRED says who they are) by the umask: a path is never chmod()ed,
+ * since another user could have swapped it for a link by then. */
+static int bind_unix(int fd, const struct net_addr *a)
+{
+	mode_t old = umask(0111);
+	int rc = bind(fd, (const struct sockaddr *)&a->ss, a->len);
+	int e = errno;
+
+	umask(old);
+	errno = e;
+	return rc;
+}
+
 static int open_unix(const struct net_addr *a, const char *path, char *err,
 		     size_t errlen)
 {
 	struct stat st;
 	int e;
 
+	if (strcmp(path, NET_SYSTEM_SOCKET) == 0 && geteuid() == 0 &&
+	    mkdir(NET_SYSTEM_DIR, 0755) != 0 && errno != EEXIST) {
+		e = errno;
+		goto fail_report;
+	}
+	e = unix_dir_safe(path, err, errlen);
+	if (e < 0)
+		return e;
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			snprintf(err, errlen,
@@ -138,11 +232,8 @@ static int open_unix(const struct net_addr *a, const char *path, char *err,
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		goto fail_errno;
-	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0)
+	if (bind_unix(fd, a) != 0)
 		goto fail_close;
-	/* Any local user may run a job; SO_PEERCRED says who they are. */
-	if (chmod(path, 0666) != 0)
-		goto fail_unlink;
 	if (listen(fd, 512) != 0)
 		goto fail_unlink;
 	return fd;
@@ -242,7 +333,8 @@ int net_server_listen(net_server_t *s, const char *addr, char *err,
 	}
 	l->evl = evconnlistener_new(
 	    s->base, accept_cb, l,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0 /* listen() done: keep its backlog */,
+	    fd);
 	if (!l->evl) {
 		close(fd);
 		if (l->path[0])
@@ -252,12 +344,20 @@ int net_server_listen(net_server_t *s, const char *addr, char *err,
 		return -ENOMEM;
 	}
 	evconnlistener_set_error_cb(l->evl, accept_error_cb);
+	/* Without the timer a resource error is only logged (no back-off). */
+	l->resume = evtimer_new(s->base, accept_resume_cb, l);
 	l->next = s->listeners;
 	s->listeners = l;
-	srv_log(s, LOG_INFO, "listening on %s%s", addr,
+	srv_log(s, l->is_unix || s->cfg.auth == NET_AUTH_MUNGE ? LOG_INFO
+								 : LOG_WARNING,
+		"listening on %s%s%s", addr,
 		!l->is_unix && !s->cfg.allow_remote_tcp
 		    ? " (loopback peers only)"
-		    : "");
+		    : "",
+		l->is_unix ? ""
+		: s->cfg.auth == NET_AUTH_MUNGE
+		    ? " (MUNGE credentials required)"
+		    : " (UNAUTHENTICATED: -o auth=none)");
 	return 0;
 }
 
@@ -269,6 +369,8 @@ void net_server_stop_listening(net_server_t *s)
 		struct listener *l = s->listeners;
 		s->listeners = l->next;
 		evconnlistener_free(l->evl);
+		if (l->resume)
+			event_free(l->resume);
 		if (l->path[0])
 			unlink(l->path);
 		free(l);
@@ -282,5 +384,9 @@ void net_server_free(net_server_t *s)
 	net_server_stop_listening(s);
 	while (s->conns)
 		conn_destroy(s->conns);
+	conn_admit_report(s);
+	strmap_release(&s->conns_by_ns);
+	uidmap_release(&s->uids);
+	auth_worker_free(s->auth);
 	free(s);
 }

@@ -13,19 +13,50 @@
 
 #include <stdbool.h>
 
+#include "log/log.h"
 #include "router/router.h"
 
 struct event_base;
 typedef struct net_server net_server_t;
 
+/* How TCP forwarders prove who they are (Unix sockets: SO_PEERCRED). */
+enum net_auth {
+	NET_AUTH_MUNGE = 0, /* default: a MUNGE credential in the HELLO */
+	NET_AUTH_NONE = 1,  /* trust the HELLO's uid hint (-o auth=none) */
+};
+
+/*
+ * Per-user limits (iofs(8) -o max_*; 0 = the default in parentheses).
+ * uid 0 is exempt.  A refusal is logged with the uid and the limit's
+ * option name and counted (the counts are logged again at the end).
+ */
+struct net_limits {
+	uint32_t ranks_hello; /* announced ranks per HELLO (65536) */
+	uint32_t ranks_job;   /* ranks of one job, all connections (65536) */
+	uint32_t ranks_uid;   /* announced ranks, all connections (131072) */
+	uint32_t jobs_uid;    /* jobs in the registry (1024) */
+	uint32_t conns_uid;   /* open connections (512) */
+	uint64_t buf_conn;    /* bytes buffered per connection (16 MiB) */
+	uint64_t buf_uid;     /* ... per uid, all connections (64 MiB) */
+};
+
 struct net_server_config {
 	bool allow_remote_tcp; /* accept TCP peers not on loopback */
-	bool debug;	       /* log every frame */
-	/* Optional log sink (syslog LOG_* level); NULL = stderr.  Called on
-	 * the loop thread; @msg is borrowed for the call. */
-	void (*log)(void *ctx, int level, const char *msg);
-	void *log_ctx;
+	enum net_auth auth;
+	const char *munge_socket; /* NULL: $MUNGE_SOCKET, libmunge default */
+	struct net_limits limits;
+	/* Borrowed, outlives the server; NULL = stderr.  Messages carry the
+	 * module "net"; every frame is logged at LOG_DEBUG. */
+	iofs_log_t *log;
 };
+
+/*
+ * One -o option of the daemon's: "auth=munge|none", "munge_socket=PATH" or
+ * "max_<limit>=N" (struct net_limits).  1 = taken into @cfg, 0 = not a
+ * net option, -1 = bad value (a message in @err).
+ */
+int net_config_option(struct net_server_config *cfg, const char *tok,
+		      char *err, size_t errlen);
 
 /* Returns 0 or -errno.  *out owned by the caller: net_server_free(). */
 int net_server_new(struct event_base *base, router_t *r,
@@ -49,14 +80,22 @@ void net_server_stop_listening(net_server_t *s);
  * still pending in the router are orphaned and freed by their callbacks. */
 void net_server_free(net_server_t *s);
 
-/* The default address: $IOFS_ADDR, else unix:$XDG_RUNTIME_DIR/iofs.sock,
- * else unix:/run/iofs.sock (root) or unix:/tmp/iofs-<uid>.sock.  Returns a
- * static buffer. */
+/* The system daemon's socket, in a directory the daemon owns (the systemd
+ * unit's RuntimeDirectory=iofs), and the older one directly in /run. */
+#define NET_SYSTEM_DIR	  "/run/iofs"
+#define NET_SYSTEM_SOCKET NET_SYSTEM_DIR "/iofs.sock"
+#define NET_LEGACY_SOCKET "/run/iofs.sock"
+
+/* The default address to listen on: $IOFS_ADDR, else for root (effective
+ * uid 0) unix:/run/iofs/iofs.sock (never $XDG_RUNTIME_DIR), else
+ * unix:$XDG_RUNTIME_DIR/iofs.sock, else unix:/tmp/iofs-<uid>.sock.
+ * Returns a static buffer. */
 const char *net_default_addr(void);
 
-/* Where a forwarder connects by default: net_default_addr(), except that a
- * non-root user without IOFS_ADDR whose own default socket does not exist
- * connects to the system-wide unix:/run/iofs.sock when that exists. */
+/* Where a forwarder connects by default: $IOFS_ADDR, else the system
+ * daemon's unix:/run/iofs/iofs.sock, else unix:/run/iofs.sock, when one of
+ * them exists, else net_default_addr().  Whatever it picks, iofs-run
+ * checks the peer's credentials before sending anything (root or itself). */
 const char *net_default_connect_addr(void);
 
 #endif /* IOFS_NET_SERVER_H */

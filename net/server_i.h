@@ -13,17 +13,21 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "net/framer.h"
 #include "net/proto.h"
 #include "net/server.h"
 #include "router/router.h"
+#include "router/strmap.h"
 
 struct bufferevent;
 struct event;
 struct evconnlistener;
+struct auth_req;
+struct auth_worker;
 
-/* Watermarks protecting the daemon's memory (per connection). */
-#define CONN_DQ_HIGH	(8u << 20)   /* pending delivery bytes: stop reading */
-#define CONN_DQ_LOW	(2u << 20)   /* ... resume */
+/* Watermarks protecting the daemon's memory (per connection).  Pending
+ * delivery bytes: stop reading above limits.buf_conn (-o max_buf_conn,
+ * 8 MiB), resume at a quarter of it. */
 #define CONN_OUT_HIGH	(1u << 20)   /* output toward the forwarder: stop */
 #define CONN_STDIN_HIGH (128u << 10) /* ... above this: XOFF its stdin */
 #define CONN_OUT_LOW	(32u << 10)  /* ... resume both */
@@ -35,13 +39,31 @@ struct evconnlistener;
 #define CONN_READ_CHUNK	     (256u << 10) /* one readv() */
 #define CONN_READ_BURST	     (2u << 20)	  /* bytes read per wake-up at most */
 #define CONN_WRITE_MAX	     (1 << 20)	  /* bufferevent max single write */
-#define CONN_HELLO_TIMEOUT_S 10 /* accepted, no complete HELLO: drop */
+#define CONN_HELLO_TIMEOUT_S 10 /* after accept, no complete HELLO: drop */
 #define CONN_CLOSE_TIMEOUT_S 5	/* ERROR not taken by the peer: drop */
 
 /* Why a connection's input is not being read (bitmask). */
 enum {
 	CONN_SUSP_DQ = 1u << 0,	    /* too many bytes pending in the router */
 	CONN_SUSP_OUTBUF = 1u << 1, /* forwarder not reading our frames */
+	CONN_SUSP_AUTH = 1u << 2,   /* HELLO's credential being decoded */
+	CONN_SUSP_UID = 1u << 3,    /* its uid holds max_buf_uid bytes */
+};
+
+/* Per-uid counters (strmap uidmap) of the server's connections. */
+enum { UID_CONNS = 0, UID_RANKS = 1, UID_BUF = 2 };
+/* A connection paused by max_buf_uid looks again after this. */
+#define CONN_UID_RETRY_MS 20
+
+/* The limits, for logging and counting refusals. */
+enum limit_id {
+	LIM_RANKS_HELLO,
+	LIM_RANKS_JOB,
+	LIM_RANKS_UID,
+	LIM_JOBS_UID,
+	LIM_CONNS_UID,
+	LIM_BUF_UID,
+	LIM_N
 };
 
 /* Why a rank's stdin is XOFFed toward the router (bitmask). */
@@ -88,20 +110,31 @@ struct dq_entry {
 
 struct conn {
 	struct conn *next, *prev; /* server's list */
+	/* Connections of the same job (s->conns_by_ns), from HELLO on. */
+	struct conn *ns_next, *ns_prev;
+	bool indexed;
 	net_server_t *srv;
 	struct bufferevent
 	    *bev;	     /* output only; owns the fd; NULL once closed */
 	struct event *rev;   /* our read event on the fd */
-	struct evbuffer *in; /* bytes read, not yet decoded (owned) */
-	bool reading;	     /* rev is added */
-	struct timeval hello_tv; /* read timeout until HELLO */
+	bool reading;	     /* rev is added (never with a timeout) */
+	struct event *hello_timer; /* one-shot: no HELLO since accept */
 	struct event *kick;	 /* deferred service (flow, resume, free) */
 	uint64_t id;
 	char peer[128]; /* for the log */
 	bool is_unix;
-	bool cred_ok; /* uid/gid from SO_PEERCRED */
+	bool cred_ok; /* uid/gid from SO_PEERCRED or MUNGE */
 	uint32_t uid, gid;
-	struct proto_peer dec;
+	struct framer fr; /* input: reads, decodes, dispatches */
+	uint16_t version; /* the HELLO's protocol version */
+	uint32_t pid;	  /* the HELLO's forwarder pid */
+	struct auth_req *auth_req; /* MUNGE decode in flight */
+	uint32_t want_base, want_count; /* HELLO range while authenticating */
+	struct uid_entry *uent; /* s->uids entry while owner_counted */
+	bool owner_counted;	/* counted in UID_CONNS */
+	uint32_t ranks_counted; /* added to UID_RANKS */
+	uint64_t uid_buf;	/* added to UID_BUF (its dq_bytes) */
+	struct event *uid_timer; /* retry while CONN_SUSP_UID */
 
 	/* From HELLO. */
 	char nspace[ROUTER_NSPACE_MAX + 1];
@@ -113,6 +146,7 @@ struct conn {
 
 	unsigned susp; /* CONN_SUSP_* */
 	bool closing;  /* ERROR queued: free once flushed */
+	bool quiet_fail; /* conn_fail() logs at debug level (logged already) */
 	bool dead;     /* closed, waiting for the kick to free it */
 	bool out_full; /* output > CONN_STDIN_HIGH: stdin XOFFed for it */
 
@@ -122,13 +156,23 @@ struct conn {
 	uint32_t exits_done;
 	bool ack_pending;	      /* counters moved since the last ACK */
 	struct dq_entry *frame_entry; /* DATA frame being dispatched (owned) */
-	uint64_t xoff_sent, xon_sent, frames_in;
+	uint64_t xoff_sent, xon_sent;
 };
+
+/* Accept back-off on EMFILE/ENFILE/ENOBUFS/ENOMEM: pause accepting for
+ * ACCEPT_PAUSE_MIN_MS, doubling up to ACCEPT_PAUSE_MAX_MS while it
+ * persists; one log line per pause, with the count of failures. */
+#define ACCEPT_PAUSE_MIN_MS 100
+#define ACCEPT_PAUSE_MAX_MS 1000
 
 struct listener {
 	struct listener *next;
 	net_server_t *srv;
 	struct evconnlistener *evl;
+	struct event *resume; /* timer: re-enable after a pause */
+	unsigned pause_ms;    /* current pause, 0 = not backing off */
+	uint64_t accept_errors; /* failures since the last log line */
+	uint64_t accept_errors_total;
 	bool is_unix;
 	char path[108]; /* Unix socket file we created (unlinked at stop) */
 	char text[300];
@@ -140,6 +184,14 @@ struct net_server {
 	struct net_server_config cfg;
 	struct listener *listeners;
 	struct conn *conns;
+	/* nspace -> first connection of that job (list via ns_next): a HELLO
+	 * looks at its own job's connections only, never at every one. */
+	struct strmap conns_by_ns;
+	struct strmap uids; /* uid -> struct uid_entry (UID_*) */
+	struct auth_worker *auth; /* created at the first MUNGE HELLO */
+	uint64_t refusals[LIM_N];
+	uint64_t unlogged[LIM_N]; /* refusals since the last log line */
+	uint64_t logged_ms[LIM_N];
 	uint64_t next_id;
 };
 
@@ -153,8 +205,25 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 /* Tear down now: running ranks LOST, queued EXITs honoured, deliveries
  * orphaned.  Frees @c. */
 void conn_destroy(struct conn *c);
-/* True if (nspace, rank) is claimed by a live connection other than @self. */
-bool conn_claims(const struct conn *c, const char *nspace, uint32_t rank);
+/* Send @f (nothing once closing). */
+void conn_send(struct conn *c, const struct proto_frame *f);
+
+/* conn_admit.c: who may open a connection and announce ranks. */
+/* The owner is known (Unix: at accept): count it, apply max_conns_uid.
+ * 0, or -1 after conn_fail(). */
+int conn_admit_owner(struct conn *c);
+/* HELLO: MUNGE on TCP (asynchronous), the limits, the range check, then
+ * WELCOME.  0 (accepted or pending) or -1 after conn_fail(). */
+int conn_admit(struct conn *c, uint32_t base, uint32_t count,
+	       const char *cred, size_t cred_len);
+/* Teardown: leave the job index, uncount, cancel a decode.  Idempotent. */
+void conn_admit_release(struct conn *c);
+/* Pending deliveries of @c grew (@delta > 0) or shrank: max_buf_uid. */
+void conn_admit_buf(struct conn *c, int64_t delta);
+/* Log how often each limit refused (at the end). */
+void conn_admit_report(net_server_t *s);
+/* The limits in effect (defaults filled in). */
+void net_limits_fill(struct net_limits *l);
 
 /* conn.c, for conn_dq.c: wake conn_service() soon; start/stop reading the
  * socket; send ERROR with a logged reason and close (idempotent). */

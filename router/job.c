@@ -101,6 +101,11 @@ static router_job_t *job_new(router_t *r, const char *nspace)
 	}
 	job->r = r;
 	job->refs = 1; /* the registry's */
+	if (strmap_put(&r->job_index, job->nspace, job) < 0) {
+		free(job->nspace);
+		free(job);
+		return NULL;
+	}
 	for (int ci = 0; ci < CI_N; ci++) {
 		stream_init(&job->m[ci].s, r, merged_stream_flow, now);
 		job->m[ci].job = job;
@@ -159,6 +164,10 @@ static void job_unlink(router_job_t *job)
 	for (int ci = 0; ci < CI_N; ci++)
 		stream_flow_release(&job->m[ci].s);
 	TAILQ_REMOVE(&job->r->jobs, job, link);
+	if (strmap_get(&job->r->job_index, job->nspace) == job)
+		strmap_del(&job->r->job_index, job->nspace);
+	if (job->owner_counted)
+		uidmap_add(&job->r->uid_jobs, job->uid, 0, -1);
 	job->removed = true;
 	router_job_unref(job);
 }
@@ -184,15 +193,9 @@ void job_destroy(router_job_t *job)
 
 router_job_t *router_job_lookup(router_t *r, const char *nspace)
 {
-	router_job_t *job;
-
 	if (!r || !nspace)
 		return NULL;
-	TAILQ_FOREACH (job, &r->jobs, link) {
-		if (strcmp(job->nspace, nspace) == 0)
-			return job;
-	}
-	return NULL;
+	return strmap_get(&r->job_index, nspace); /* O(1) */
 }
 
 router_job_t *router_job_first(router_t *r)
@@ -345,6 +348,9 @@ static router_rank_t *rank_new(router_job_t *job, uint32_t id,
 		if (job->nranks == 1) {
 			job->uid = info->uid;
 			job->gid = info->gid;
+			/* a failure only makes the per-uid count low */
+			job->owner_counted =
+			    uidmap_add(&r->uid_jobs, job->uid, 0, 1) == 0;
 		}
 		if (info->job_size > job->job_size)
 			job->job_size = info->job_size;
@@ -627,6 +633,11 @@ void router_job_stats(const router_job_t *job, struct router_stats *out)
 		add_rank(out, job->ranks[i]);
 	for (int ci = 0; ci < CI_N; ci++)
 		out->merged_dropped_bytes += job->m[ci].s.dropped;
+}
+
+size_t router_uid_jobs(router_t *r, uint32_t uid)
+{
+	return r ? (size_t)uidmap_value(&r->uid_jobs, uid, 0) : 0;
 }
 
 void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid)

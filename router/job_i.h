@@ -74,6 +74,7 @@ struct router_job {
 	char *nspace;
 	unsigned refs; /* the registry's + readers' + router_job_ref()'s */
 	bool removed;
+	bool owner_counted; /* counted in r->uid_jobs */
 	router_rank_t **ranks; /* sorted by id */
 	size_t nranks, rcap;
 	uint32_t running; /* ranks in state RUNNING */

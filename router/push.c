@@ -255,7 +255,7 @@ int router_push(router_job_t *job, uint32_t rank, const void *bytes, size_t len,
 		return ROUTER_ERR_PIPE;
 	p = calloc(1, sizeof(*p) + n * sizeof(p->slices[0]));
 	if (!p)
-		return ROUTER_ERR_NOMEM;
+		return -ENOMEM;
 	p->r = r;
 	p->job = router_job_ref(job);
 	p->bytes = bytes;

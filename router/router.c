@@ -61,16 +61,11 @@ uint64_t router_now(router_t *r)
 
 void router_logf(router_t *r, int level, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	iofs_vlogf(r->log, level, "router", fmt, ap);
 	va_end(ap);
-	if (r->log)
-		r->log(r->log_ctx, level, msg);
-	else
-		fprintf(stderr, "%s\n", msg);
 }
 
 int router_scratch(router_t *r, size_t n)
@@ -276,10 +271,10 @@ int router_subscribe(router_t *r, const char *nspace, uint32_t rank,
 		return ROUTER_ERR_BAD_PARAM;
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return ROUTER_ERR_NOMEM;
+		return -ENOMEM;
 	if (nspace && !(s->nspace = strdup(nspace))) {
 		free(s);
-		return ROUTER_ERR_NOMEM;
+		return -ENOMEM;
 	}
 	s->r = r;
 	s->rank = rank;
@@ -338,11 +333,11 @@ int router_flush(router_t *r, router_op_cb_t cbfunc, void *cbdata)
 		return ROUTER_ERR_NOT_AVAILABLE;
 	fw = calloc(1, sizeof(*fw));
 	if (!fw)
-		return ROUTER_ERR_NOMEM;
+		return -ENOMEM;
 	fw->done = router_done_new(cbfunc, cbdata);
 	if (!fw->done) {
 		free(fw);
-		return ROUTER_ERR_NOMEM;
+		return -ENOMEM;
 	}
 	fw->push_seq = r->push_seq;
 	pthread_mutex_lock(&r->xq_lock);
@@ -480,11 +475,11 @@ static int deliver_elsewhere(router_t *r, const router_proc_t *source,
 	if (cbfunc) {
 		it = calloc(1, sizeof(*it));
 		if (!it)
-			return ROUTER_ERR_NOMEM;
+			return -ENOMEM;
 		it->done = router_done_new(cbfunc, cbdata);
 		if (!it->done) {
 			free(it);
-			return ROUTER_ERR_NOMEM;
+			return -ENOMEM;
 		}
 	} else {
 		memset(it, 0, sizeof(*it));
@@ -551,7 +546,7 @@ int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 		return ROUTER_ERR_NOT_AVAILABLE;
 	d = router_done_new(cbfunc, cbdata);
 	if (!d)
-		return ROUTER_ERR_NOMEM;
+		return -ENOMEM;
 	rc = job_deliver(r, source, channel, bytes, len, dirs);
 	if (rc) {
 		free(d);
@@ -570,7 +565,7 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	router_t *r;
 
 	if (!base || !out)
-		return -EINVAL;
+		return ROUTER_ERR_BAD_PARAM;
 	if (!cfg)
 		cfg = &def;
 	r = calloc(1, sizeof(*r));
@@ -588,7 +583,6 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->clock = cfg->clock ? cfg->clock : default_clock;
 	r->clock_ctx = cfg->clock_ctx;
 	r->log = cfg->log;
-	r->log_ctx = cfg->log_ctx;
 	r->loop_thread = pthread_self();
 	TAILQ_INIT(&r->jobs);
 	TAILQ_INIT(&r->all_jobs);
@@ -671,6 +665,8 @@ void router_free(router_t *r)
 		event_free(r->ev_xq);
 	pthread_cond_destroy(&r->xq_cond);
 	pthread_mutex_destroy(&r->xq_lock);
+	strmap_release(&r->job_index);
+	uidmap_release(&r->uid_jobs);
 	free(r->scratch);
 	free(r);
 }

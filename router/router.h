@@ -21,7 +21,7 @@
  * Ownership rules are stated on each call.  Handles (router_job_t,
  * router_rank_t, router_reader_t, ...) are opaque.
  *
- * ORTE iof verbs (seed 003) map onto this API as follows:
+ * ORTE iof verbs (ORTE's iof.h) map onto this API as follows:
  *   publish / unpublish   router_rank_register() / router_rank_exit()
  *   pull                  router_reader_open()
  *   push                  router_push()
@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+
+#include "log/log.h"
 
 struct event_base;
 
@@ -63,7 +65,6 @@ enum {
 	ROUTER_ERR_CANCELED = 10,       /* operation dropped by teardown */
 	ROUTER_ERR_BUSY = 11,           /* job still running (remove) */
 	ROUTER_STDIN_PENDING = 12,      /* stdin_write: completes later */
-	ROUTER_ERR_NOMEM = -12,         /* == -ENOMEM */
 };
 
 /* Human-readable name for any code above or any -errno. Never NULL. */
@@ -97,7 +98,7 @@ bool router_nspace_valid(const char *nspace, size_t len);
 int router_proc_set(router_proc_t *proc, const char *nspace, uint32_t rank);
 
 /* ------------------------------------------------------------------------ */
-/* Directives (seed 001): a small presence/value bitmask.                    */
+/* Directives (PMIx_server_IOF_deliver(3)): a presence/value bitmask.       */
 
 enum {
 	ROUTER_DIR_COMPLETE = 1u << 0,     /* source channel closed: EOF */
@@ -130,7 +131,6 @@ bool router_dir_local_output(const router_directives_t *d);
 
 typedef void (*router_op_cb_t)(int status, void *cbdata);
 typedef uint64_t (*router_clock_fn)(void *ctx); /* CLOCK_REALTIME, ns */
-typedef void (*router_log_fn)(void *ctx, int level, const char *msg);
 
 struct router_config {
 	size_t window;         /* retained bytes per stream; 0 = 1 MiB */
@@ -140,8 +140,7 @@ struct router_config {
 	size_t buffering_size; /* flush a partial line at this size; 0 = 4 KiB */
 	router_clock_fn clock; /* NULL = clock_gettime(CLOCK_REALTIME) */
 	void *clock_ctx;
-	router_log_fn log; /* NULL = stderr; level is a syslog LOG_* level */
-	void *log_ctx;
+	iofs_log_t *log; /* borrowed, outlives the router; NULL = stderr */
 };
 
 /*
@@ -149,7 +148,8 @@ struct router_config {
  * one that runs event_base_dispatch(@base)); see router_set_loop_thread().
  * For the blocking deliver form @base must have locking enabled
  * (evthread_use_pthreads() before event_base_new()).  @cfg may be NULL.
- * Returns 0 or -errno; *out owns the router, free it with router_free().
+ * Returns 0, ROUTER_ERR_BAD_PARAM (@base or @out NULL) or -ENOMEM; *out
+ * owns the router, free it with router_free().
  */
 int router_new(struct event_base *base, const struct router_config *cfg,
                router_t **out);
@@ -255,7 +255,7 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
                       int exit_status);
 
 /*
- * Deliver forwarded output (seed 001 semantics).
+ * Deliver forwarded output (PMIx_server_IOF_deliver(3) semantics).
  *
  * @source must name one rank.  An unregistered rank is registered on the fly
  * with no source ops (PMIx sources work like that).  @channel is exactly one
@@ -275,7 +275,7 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
  * naming the call is logged.
  *
  * Other returns: ROUTER_ERR_INIT (r NULL), ROUTER_ERR_BAD_PARAM,
- * ROUTER_ERR_NOT_AVAILABLE (shut down), ROUTER_ERR_NOMEM.
+ * ROUTER_ERR_NOT_AVAILABLE (shut down), -ENOMEM.
  */
 int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
                    const void *bytes, size_t len,
@@ -301,6 +301,8 @@ size_t router_job_rank_count(const router_job_t *job);
 /* The job's owner (set by its first rank), in O(1): for getattr, where
  * router_job_stats() (O(ranks)) would be too slow for big jobs. */
 void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid);
+/* Jobs in the registry (running or complete) owned by @uid.  O(1). */
+size_t router_uid_jobs(router_t *r, uint32_t uid);
 router_rank_t *router_job_rank_at(const router_job_t *job, size_t i);
 router_rank_t *router_job_rank(const router_job_t *job, uint32_t rank);
 router_job_t *router_rank_job(const router_rank_t *rank);

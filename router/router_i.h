@@ -10,6 +10,7 @@
 
 #include "router/router.h"
 #include "router/stream_i.h"
+#include "router/strmap.h"
 
 struct event;
 struct line_state;
@@ -44,13 +45,14 @@ struct router {
 	uint64_t buffering_ns;
 	router_clock_fn clock;
 	void *clock_ctx;
-	router_log_fn log;
-	void *log_ctx;
+	iofs_log_t *log;       /* borrowed */
 	pthread_t loop_thread; /* under xq_lock */
 	bool shut;	       /* router_shutdown() ran (loop-thread view) */
 	bool freeing;	       /* inside router_free() */
 
 	TAILQ_HEAD(, router_job) jobs;	   /* the registry */
+	struct strmap job_index;	   /* nspace -> job of @jobs */
+	struct strmap uid_jobs;		   /* uid -> jobs of @jobs it owns */
 	TAILQ_HEAD(, router_job) all_jobs; /* every job not yet freed */
 	TAILQ_HEAD(, router_sub) subs;
 	int sub_walk;  /* depth of walks over @subs */

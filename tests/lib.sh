@@ -139,7 +139,7 @@ wait_exit() { wait_for "$1" bash -c "! kill -0 $2 2>/dev/null"; }
 size_ge() { [ -e "$1" ] && [ "$(stat -c %s "$1")" -ge "$2" ]; }
 
 # reader_open PID FILE: process PID has FILE open, or waits inside a FUSE
-# request (an open of an empty live stream is parked: docs/filesystem.md)
+# request
 reader_open() {
 	local f
 	grep -q request_wait_answer "/proc/$1/wchan" 2>/dev/null && return 0

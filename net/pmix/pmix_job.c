@@ -98,7 +98,8 @@ static struct ps_rank *rank_get(struct ps_job *job, uint32_t id)
 	if (id >= PMIX_RANK_VALID || id >= PS_MAX_RANKS) {
 		if (!job->warned_rank) {
 			job->warned_rank = true;
-			ps_log("%s: ignoring rank %u (beyond %u or a special "
+			ps_log(job->ps, LOG_WARNING,
+			       "%s: ignoring rank %u (beyond %u or a special "
 			       "PMIx rank)",
 			       job->nspace, id, PS_MAX_RANKS);
 		}
@@ -150,12 +151,13 @@ static void rank_register(struct ps_rank *rk)
 				  job->ps->prrte ? &rank_ops_prrte : &rank_ops, rk,
 				  &rk->rr);
 	if (rc == ROUTER_ERR_EXISTS)
-		ps_log("%s/%u is already published by another source; its "
+		ps_log(job->ps, LOG_WARNING,
+		       "%s/%u is already published by another source; its "
 		       "PMIx output is still delivered, stdin goes there",
 		       job->nspace, rk->id);
 	else if (rc != 0)
-		ps_log("cannot publish %s/%u: %s", job->nspace, rk->id,
-		       router_strerror(rc));
+		ps_log(job->ps, LOG_ERR, "cannot publish %s/%u: %s",
+		       job->nspace, rk->id, router_strerror(rc));
 	if (rc != 0) {
 		rk->rr = NULL;
 		return;
@@ -179,7 +181,8 @@ void ps_job_set_size(struct ps_job *job, uint32_t size)
 	if (size == 0)
 		return;
 	if (size > PS_MAX_RANKS) {
-		ps_log("%s: job size %u: following its first %u ranks only",
+		ps_log(job->ps, LOG_WARNING,
+		       "%s: job size %u: following its first %u ranks only",
 		       job->nspace, size, PS_MAX_RANKS);
 		size = PS_MAX_RANKS;
 	}
@@ -225,7 +228,8 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
 	struct ps_job *job = arg;
 
 	if (job->vanishing && !job->ended) {
-		ps_log("%s left the server's namespace list without a "
+		ps_log(job->ps, LOG_NOTICE,
+		       "%s left the server's namespace list without a "
 		       "JOB_END event: marking it ended (status unknown, 0)",
 		       job->nspace);
 		ps_job_end(job, 0);
@@ -282,8 +286,8 @@ void ps_job_iof(struct ps_job *job, struct ps_msg *m)
 	rc = router_deliver(job->ps->r, &proc, channel, m->bytes, m->len,
 			    &m->dirs, deliver_done, m);
 	if (rc != ROUTER_SUCCESS) {
-		ps_log("deliver %s/%u: %s", job->nspace, m->rank,
-		       router_strerror(rc));
+		ps_log(job->ps, LOG_WARNING, "deliver %s/%u: %s", job->nspace,
+		       m->rank, router_strerror(rc));
 		ps_msg_free(m);
 	}
 	if (complete) {
@@ -372,7 +376,8 @@ static void rank_flow(void *ctx, router_rank_t *rr, uint32_t channel, bool xoff)
 		rk->out_xon++;
 	if (xoff && !rk->job->warned_flow) {
 		rk->job->warned_flow = true;
-		ps_log("%s: a reader is more than a window behind; PMIx gives "
+		ps_log(rk->job->ps, LOG_WARNING,
+		       "%s: a reader is more than a window behind; PMIx gives "
 		       "a tool no output flow control, so the bytes are "
 		       "retained beyond the window (and counted)",
 		       rk->job->nspace);
@@ -477,7 +482,8 @@ static int push_to(struct ps_job *job, pmix_rank_t target,
 		char rb[16];
 
 		if (st != PMIX_OPERATION_SUCCEEDED)
-			ps_log("PMIx_IOF_push to %s/%s: %s", job->nspace,
+			ps_log(job->ps, LOG_WARNING,
+			       "PMIx_IOF_push to %s/%s: %s", job->nspace,
 			       rank_str(target, rb), PMIx_Error_string(st));
 		i = n;
 		goto out_free_records;
@@ -527,7 +533,8 @@ static int rank_stdin_write_job(void *ctx, router_rank_t *const *targets,
 
 		if (id >= job->nranks || !job->ranks[id] ||
 		    job->ranks[id]->rr != targets[i]) {
-			ps_log("%s: stdin target rank %u is not ours",
+			ps_log(job->ps, LOG_ERR,
+			       "%s: stdin target rank %u is not ours",
 			       job->nspace, id);
 			free(rks);
 			return -EPIPE;
@@ -643,7 +650,8 @@ bool ps_push_done(pmix_source_t *ps, struct ps_msg *m)
 	    !m->pushes[0]->write)
 		status = PMIX_SUCCESS;
 	if (!push_ok(status))
-		ps_log("stdin push to %s/%s completed with %s (%zu bytes)",
+		ps_log(ps, LOG_WARNING,
+		       "stdin push to %s/%s completed with %s (%zu bytes)",
 		       m->proc.nspace, rank_str(m->proc.rank, rb),
 		       PMIx_Error_string(status), m->len);
 	for (size_t i = 0; i < m->npushes; i++) {

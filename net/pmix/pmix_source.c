@@ -4,7 +4,7 @@
  * thread), namespace discovery (PMIX_QUERY_NAMESPACES on a timer and on job
  * events), PMIx_IOF_pull per namespace, and the job / loss events.
  *
- * The progress-thread rule (seed 001): every PMIx callback here (pt_*)
+ * The progress-thread rule (PMIx_server_IOF_deliver(3)): every PMIx callback here (pt_*)
  * copies what it was handed into a struct ps_msg, then router_defer()s it;
  * ps_dispatch() does the work on the daemon's loop thread.  No pt_*
  * function calls the router (other than router_defer) or blocks.
@@ -50,7 +50,7 @@ static void ready_one(void)
 }
 
 /* Wait until @n registrations were answered, at most PS_READY_WAIT_MS. */
-static void ready_wait(unsigned n)
+static void ready_wait(pmix_source_t *ps, unsigned n)
 {
 	struct timespec until;
 
@@ -61,21 +61,20 @@ static void ready_wait(unsigned n)
 	       pthread_cond_timedwait(&owner.ready, &owner.lock, &until) == 0)
 		;
 	if (owner.ready_count < n)
-		ps_log("event/pull registration not answered in %d ms: going "
+		ps_log(ps, LOG_WARNING,
+		       "event/pull registration not answered in %d ms: going "
 		       "on (a job ending right now may be missed)",
 		       PS_READY_WAIT_MS);
 	pthread_mutex_unlock(&owner.lock);
 }
 
-void ps_log(const char *fmt, ...)
+void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	iofs_vlogf(ps->log, level, "pmix", fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "iofs: pmix: %s\n", msg);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -241,7 +240,7 @@ static void dir_from_info(router_directives_t *d, const pmix_info_t *info)
 	    {PMIX_IOF_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT},
 	    {PMIX_IOF_TIMESTAMP_OUTPUT, ROUTER_DIR_TIMESTAMP},
 	    {PMIX_IOF_OUTPUT_RAW, ROUTER_DIR_OUTPUT_RAW},
-	    /* PMIX_IOF_LOCAL_OUTPUT is the host's business (seed 001):
+	    /* PMIX_IOF_LOCAL_OUTPUT is the host's business (PMIx_server_IOF_deliver(3)):
 	     * it carries no meaning for a tool, so it is not mapped */
 	};
 
@@ -276,7 +275,8 @@ static void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel,
 	if (payload && payload->size > 0) {
 		m->bytes = malloc(payload->size);
 		if (!m->bytes) {
-			ps_log("out of memory: %zu bytes of %s/%u dropped",
+			ps_log(ps, LOG_ERR,
+			       "out of memory: %zu bytes of %s/%u dropped",
 			       payload->size, m->nspace, m->rank);
 			ps_msg_free(m);
 			return;
@@ -341,12 +341,17 @@ static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 
 static void pt_evreg(pmix_status_t status, size_t refid, void *cbdata)
 {
+	pmix_source_t *ps;
+
 	if (cbdata)
 		ready_one();
-	if (status != PMIX_SUCCESS)
-		ps_log("cannot register for job events: %s (job ends will "
-		       "only be seen when a job leaves the namespace list)",
-		       PMIx_Error_string(status));
+	if (status == PMIX_SUCCESS || !(ps = owner_get()))
+		return;
+	ps_log(ps, LOG_WARNING,
+	       "cannot register for job events: %s (job ends will "
+	       "only be seen when a job leaves the namespace list)",
+	       PMIx_Error_string(status));
+	ps_unref(ps);
 }
 
 static void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
@@ -418,7 +423,8 @@ static void source_lost(pmix_source_t *ps, pmix_status_t why)
 	if (ps->lost)
 		return;
 	ps->lost = true;
-	ps_log("lost the PMIx server (%s): running ranks are marked lost, "
+	ps_log(ps, LOG_WARNING,
+	       "lost the PMIx server (%s): running ranks are marked lost, "
 	       "what was received stays readable",
 	       PMIx_Error_string(why));
 	event_del(ps->requery_ev);
@@ -470,7 +476,8 @@ static void start_pull_all(pmix_source_t *ps)
 	PMIX_LOAD_PROCID(&m->proc, "", PMIX_RANK_WILDCARD);
 	st = pull(m);
 	if (st != PMIX_SUCCESS) {
-		ps_log("pull of all namespaces refused (%s): pulling each job "
+		ps_log(ps, LOG_WARNING,
+		       "pull of all namespaces refused (%s): pulling each job "
 		       "when it is seen; its first output may be missed",
 		       PMIx_Error_string(st));
 		ps_op_abort(m);
@@ -486,7 +493,8 @@ static void on_pulled_all(pmix_source_t *ps, struct ps_msg *m)
 		return;
 	}
 	ps->pull_all = PS_PULL_ALL_REFUSED;
-	ps_log("pull of all namespaces refused (%s): pulling each job when "
+	ps_log(ps, LOG_WARNING,
+	       "pull of all namespaces refused (%s): pulling each job when "
 	       "it is seen; its first output may be missed",
 	       PMIx_Error_string(m->status));
 	if (is_loss(m->status)) {
@@ -519,7 +527,8 @@ static void start_pull(struct ps_job *job)
 	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
 	st = pull(m);
 	if (st != PMIX_SUCCESS) {
-		ps_log("PMIx_IOF_pull %s: %s (retried at the next query)",
+		ps_log(ps, LOG_WARNING,
+		       "PMIx_IOF_pull %s: %s (retried at the next query)",
 		       job->nspace, PMIx_Error_string(st));
 		ps_op_abort(m);
 		return;
@@ -594,11 +603,13 @@ static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
 		return job->ignored ? NULL : job;
 	job = ps_job_new(ps, nspace);
 	if (!job) {
-		ps_log("namespace '%s' not followed: out of memory", nspace);
+		ps_log(ps, LOG_ERR,
+		       "namespace '%s' not followed: out of memory", nspace);
 		return NULL;
 	}
 	if (job->ignored) { /* remembered, so this is said once */
-		ps_log("ignoring namespace '%s': not a valid directory name",
+		ps_log(ps, LOG_WARNING,
+		       "ignoring namespace '%s': not a valid directory name",
 		       nspace);
 		return NULL;
 	}
@@ -667,7 +678,8 @@ static void on_query(pmix_source_t *ps, struct ps_msg *m)
 			continue;
 		if (job->size_pending &&
 		    ++job->size_wait > PS_SIZE_WAIT_QUERIES) {
-			ps_log("%s: no PMIX_JOB_SIZE answer: pulling anyway",
+			ps_log(ps, LOG_NOTICE,
+			       "%s: no PMIX_JOB_SIZE answer: pulling anyway",
 			       job->nspace);
 			job->size_pending = false;
 			start_pull(job);
@@ -707,7 +719,8 @@ static void on_event(pmix_source_t *ps, struct ps_msg *m)
 		 * terminated while the job runs and forgets the job when it
 		 * ends (NOT_FOUND), measured (docs/pmix.md) */
 		if (ps->prrte && !job->ignored)
-			ps_log("%s ended (exit code %d): PRRTE reports no "
+			ps_log(ps, LOG_NOTICE,
+			       "%s ended (exit code %d): PRRTE reports no "
 			       "per-rank codes, every rank shows the job's",
 			       job->nspace, m->have_code ? m->code : 0);
 		ps_job_end(job, m->have_code ? m->code : 0);
@@ -765,8 +778,8 @@ static void ps_dispatch(void *arg)
 			job->pulled = true;
 			job->iof_id = m->len;
 		} else if (job) {
-			ps_log("PMIx_IOF_pull %s refused: %s", m->nspace,
-			       PMIx_Error_string(m->status));
+			ps_log(ps, LOG_WARNING, "PMIx_IOF_pull %s refused: %s",
+			       m->nspace, PMIx_Error_string(m->status));
 			job->pulling = false;
 			if (is_loss(m->status))
 				source_lost(ps, m->status);
@@ -787,7 +800,8 @@ static void on_requery(evutil_socket_t fd, short what, void *arg)
 	/* a query PMIx never answers must not stop discovery: ask again (a
 	 * late answer is still handled, it only re-lists the namespaces) */
 	if (ps->query_inflight && ++ps->query_ticks > PS_QUERY_STUCK_TICKS) {
-		ps_log("namespace query unanswered for %u ms: asking again",
+		ps_log(ps, LOG_NOTICE,
+		       "namespace query unanswered for %u ms: asking again",
 		       PS_QUERY_STUCK_TICKS * PS_REQUERY_MS);
 		ps->query_inflight = false;
 	}
@@ -855,8 +869,9 @@ static int server_info(const char *server, pmix_info_t *info, char *err,
 	return 1;
 }
 
-int pmix_source_new(struct event_base *base, router_t *r, const char *server,
-		    char *err, size_t errlen, pmix_source_t **out)
+int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
+		    const char *server, char *err, size_t errlen,
+		    pmix_source_t **out)
 {
 	static pmix_status_t codes[] = {
 	    PMIX_EVENT_JOB_END,	      PMIX_EVENT_PROC_TERMINATED,
@@ -902,6 +917,7 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	atomic_init(&ps->refs, 1);
 	ps->base = base;
 	ps->r = r;
+	ps->log = log;
 	pthread_mutex_init(&ps->lock, NULL);
 	ps->requery_ev = event_new(base, -1, EV_PERSIST, on_requery, ps);
 	ps->xoff_ev = evtimer_new(base, on_server_xon, ps);
@@ -924,8 +940,8 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	pthread_mutex_lock(&owner.lock);
 	owner.owner = ps;
 	pthread_mutex_unlock(&owner.lock);
-	ps_log("attached to %s as tool %s.%u (%s)", server, ps->me.nspace,
-	       ps->me.rank, PMIx_Get_version());
+	ps_log(ps, LOG_INFO, "attached to %s as tool %s.%u (%s)", server,
+	       ps->me.nspace, ps->me.rank, PMIx_Get_version());
 	/* PRRTE names its tools after itself ("prte-<host>-<pid>@N",
 	 * "prterun-..."; libpmix servers say "tool-..."), and PRRTE 3.0.8
 	 * (measured, docs/pmix.md) loses the connection on a stdin push
@@ -934,7 +950,8 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	if (strncmp(ps->me.nspace, "prte", 4) == 0) {
 		ps->prrte = true;
 		ps->push_max = PS_PRRTE_PUSH_MAX;
-		ps_log("the server is PRRTE: stdin goes in pushes of at most "
+		ps_log(ps, LOG_INFO,
+		       "the server is PRRTE: stdin goes in pushes of at most "
 		       "%d bytes, a job's stdin rank by rank",
 		       PS_PRRTE_PUSH_MAX);
 	}
@@ -949,7 +966,8 @@ int pmix_source_new(struct event_base *base, router_t *r, const char *server,
 	if (st != PMIX_SUCCESS)
 		pt_evreg(st, 0, NULL);
 	start_pull_all(ps);
-	ready_wait((st == PMIX_SUCCESS) + (ps->pull_all == PS_PULL_ALL_PENDING));
+	ready_wait(ps,
+		   (st == PMIX_SUCCESS) + (ps->pull_all == PS_PULL_ALL_PENDING));
 	query_now(ps);
 	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
 	event_add(ps->requery_ev, &tv);

@@ -31,7 +31,7 @@ struct event_base;
  * rank has at most two pushes in flight: from its own stdin file and from
  * the job's.  No byte-count latch is needed (docs/pmix.md). */
 /* With a libpmix that has PMIX_ERR_IOF_XOFF: a push answered with it holds
- * that rank's stdin this long (PMIx has no "resume" status, seed 002). */
+ * that rank's stdin this long (PMIx has no "resume" status, PRRTE's XON/XOFF change). */
 #define PS_SERVER_XOFF_MS 100
 
 /* After JOB_END, a rank whose stdout/stderr have not completed yet waits at
@@ -119,6 +119,7 @@ struct ps_job {
 struct pmix_source {
 	struct event_base *base;
 	router_t *r;
+	iofs_log_t *log; /* borrowed */
 	atomic_int refs; /* owner + one per deferred message in flight */
 	bool closing;	 /* pmix_source_free() ran: loop fns only unref */
 	bool lost;	 /* server gone: no more PMIx calls but finalize */
@@ -183,7 +184,8 @@ struct ps_msg {
 	pmix_query_t *queries;
 };
 
-void ps_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 void ps_ref(pmix_source_t *ps);
 void ps_unref(pmix_source_t *ps);

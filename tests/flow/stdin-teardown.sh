@@ -1,5 +1,5 @@
 #!/bin/bash
-# Case 2 (seed 002): a rank stops reading stdin and exits while its sink is
+# Case 2 (PRRTE's XON/XOFF change): a rank stops reading stdin and exits while its sink is
 # backed up.  Every XOFF is released (counters pair), the blocked writer is
 # answered (EPIPE), and two further jobs on the same daemon each take their
 # full 256 KiB of stdin byte-identically.

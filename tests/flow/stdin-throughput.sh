@@ -1,5 +1,5 @@
 #!/bin/bash
-# Case 1 (seed 002): 1 MiB of random bytes written with `cat file > stdin`
+# Case 1 (PRRTE's XON/XOFF change): 1 MiB of random bytes written with `cat file > stdin`
 # into a rank that reads 2 KiB every 3 ms.  Expect XOFF > 0, XOFF == XON,
 # every byte delivered once (sha256 + count), and the writer slowed to the
 # reader's pace rather than buffered.

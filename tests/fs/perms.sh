@@ -46,6 +46,29 @@ touch "$T/njend"
 wait_for 10 exited "$MNT/nj/info" || fail "nobody's job did not end"
 as_nobody rm -r "$MNT/nj" || fail "owner cannot rm -r its completed job"
 test ! -e "$MNT/nj" || fail "job still there after rm -r"
+# issue 12 item 10: opens of the owner's stdin that never write -- a refused
+# touch (utimensat: EPERM), a refused truncate -s 5, a no-op truncate -s 0 --
+# and another user's refused opens (EACCES) do not end the rank's stdin; a
+# write then close does (the FIFO rule), and so does ": >" (O_TRUNC)
+as_nobody "$IOFS_RUN" --connect "$ADDR" --nspace nin -n 1 -- sh -c \
+	'while read -r l; do echo "got $l"; done; echo eof-seen' >"$T/nin.out" 2>"$T/nin.err" &
+track $!
+wait_for 10 test -d "$MNT/nin/0" || fail "nobody's stdin job did not appear: $(cat "$T/nin.err")"
+S=$MNT/nin/0/stdin
+if as_nobody touch "$S" 2>"$T/err"; then fail "touch of stdin set its times"; fi
+if as_nobody truncate -s 5 "$S" 2>"$T/err"; then fail "truncate -s 5 of stdin succeeded"; fi
+as_nobody truncate -s 0 "$S" || fail "truncate -s 0 of stdin (a no-op) failed"
+if as_other touch "$S" 2>/dev/null; then fail "another user touched nobody's stdin"; fi
+if as_other sh -c ": > $S" 2>/dev/null; then fail "another user opened nobody's stdin"; fi
+as_nobody sh -c "echo after >> $S" || fail "write after the refused opens failed (the rank's stdin ended?)"
+wait_for 10 exited "$MNT/nin/0/info" || fail "the rank did not get EOF after write + close"
+assert_eq "rank stdin after refused opens" "$(printf 'got after\neof-seen')" "$(timeout 5 cat "$MNT/nin/0/stdout")"
+as_nobody "$IOFS_RUN" --connect "$ADDR" --nspace nin2 -n 1 -- sh -c 'cat; echo eof2' >/dev/null 2>&1 &
+track $!
+wait_for 10 test -d "$MNT/nin2/0" || fail "nobody's second stdin job did not appear"
+as_nobody sh -c ": > $MNT/nin2/0/stdin" || fail "': >' of stdin failed"
+wait_for 10 exited "$MNT/nin2/0/info" || fail "': > stdin' did not send EOF"
+assert_eq "': >' sends EOF" eof2 "$(timeout 5 cat "$MNT/nin2/0/stdout")"
 touch "$T/end"
 stop_daemon
 log "ok"

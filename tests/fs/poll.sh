@@ -10,7 +10,7 @@ timeout 30 python3 - "$MNT/p/0/stdout" "$T" <<'PY' || fail "python checks failed
 import errno, os, select, sys, time
 path, T = sys.argv[1], sys.argv[2]
 def touch(n): open(os.path.join(T, n), "w").close()
-# O_NONBLOCK open of an empty live stream is not parked
+# O_NONBLOCK read at the live end of an empty stream: EAGAIN
 fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
 try:
     os.read(fd, 100)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Interrupts: Ctrl-C (SIGINT) ends a cat parked in open (empty stream), a
+# Interrupts: Ctrl-C (SIGINT) ends a cat parked at the start of an empty stream, a
 # cat parked in read, and a parked writer, promptly; the writer's write()
 # count stays exact.  SIGTERM to the daemon answers parked requests (reads
 # EOF, writes what was consumed), exits 0 and leaves no mount.
@@ -22,7 +22,7 @@ interrupt_ends() {
 }
 
 env --default-signal=INT cat "$MNT/sig/0/stdout" >/dev/null &
-interrupt_ends $! "cat parked in open"
+interrupt_ends $! "cat parked on an empty stream"
 env --default-signal=INT cat "$MNT/sig/1/stdout" >"$T/cat1" &
 P=$!
 wait_for 5 file_has "$T/cat1" hi || fail "cat did not read the first line"

@@ -74,6 +74,11 @@ touch "$T/live-end"
 
 # info counters
 I=$MNT/s/0/info
+# st_size of an info file is the exact length of its text (counted by
+# getattr without rendering it)
+for f in "$I" "$MNT/s/info" "$MNT/s/1/info"; do
+	assert_eq "st_size of $f" "$(timeout 5 cat "$f" | wc -c)" "$(stat -c %s "$f")"
+done
 assert_eq "state" exited "$(info_get "$I" state)"
 assert_eq "stdout_bytes" 24 "$(info_get "$I" stdout_bytes)"
 assert_eq "stderr_bytes" 6 "$(info_get "$I" stderr_bytes)"

@@ -8,7 +8,8 @@
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 
 PORT=$((30000 + $$ % 20000))
-start_daemon --listen "tcp:127.0.0.1:$PORT"
+# TCP needs MUNGE by default; this suite has no munged (tests/security does)
+start_daemon --listen "tcp:127.0.0.1:$PORT" -o auth=none
 
 # --- loopback TCP is accepted without the allow-remote option -------------
 "$IOFS_RUN" --connect "tcp:127.0.0.1:$PORT" --nspace tcp1 -- sh -c 'printf "over tcp"'
@@ -54,9 +55,10 @@ assert_eq "info exit_status" 137 "$(info_get "$MNT/sig/0/info" exit_status)"
 assert_eq "output before the signal" bye "$(timeout 5 cat "$MNT/sig/0/stdout")"
 
 # --- rank/size/nspace from a launcher's environment ----------------------
-SLURM_PROCID=5 SLURM_NTASKS=8 SLURM_JOB_ID=4711 "$IOFS_RUN" -- sh -c 'echo $IOFS_NSPACE $IOFS_RANK $IOFS_SIZE'
-assert_eq "slurm env" "4711 5 8" "$(timeout 5 cat "$MNT/4711/5/stdout")"
-assert_eq "slurm job_size" 8 "$(info_get "$MNT/4711/info" job_size)"
+# (a Slurm step is JOBID.STEPID: tests/slurm/names.sh has every launcher)
+SLURM_PROCID=5 SLURM_NTASKS=8 SLURM_JOB_ID=4711 SLURM_STEP_ID=2 "$IOFS_RUN" -- sh -c 'echo $IOFS_NSPACE $IOFS_RANK $IOFS_SIZE'
+assert_eq "slurm env" "4711.2 5 8" "$(timeout 5 cat "$MNT/4711.2/5/stdout")"
+assert_eq "slurm job_size" 8 "$(info_get "$MNT/4711.2/info" job_size)"
 
 # --- binary with NULs, several MiB, reader attached from the start -------
 head -c 3000000 /dev/urandom >"$T/blob"

@@ -22,3 +22,38 @@ daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null && ls "$MNT" >/dev/null; }
 size_is() { [ "$(stat -c %s "$1" 2>/dev/null)" = "$2" ]; }
 # state_is NSPACE RANK STATE (for wait_for)
 state_is() { [ "$(rank_state "$1" "$2")" = "$3" ]; }
+
+# netns_pair: two network namespaces joined by a veth pair (10.231.N.1 and
+# .2 exist only inside them): NSD for a daemon (IPD), NSF for forwarders
+# (IPF), PORT free in both; in_f CMD runs CMD in NSF; link_up says whether
+# the link is up; both are deleted at exit (MNT2 unmounted).  Exits 77
+# (skip) when namespaces cannot be made.
+netns_pair() {
+	command -v ip >/dev/null && command -v nsenter >/dev/null || { log "SKIP: no ip/nsenter"; exit 77; }
+	NSD=iofsD$$
+	NSF=iofsF$$
+	NET=10.231.$(($$ % 250 + 1))
+	IPD=$NET.1
+	IPF=$NET.2
+	PORT=$((20000 + $$ % 20000))
+	netns_cleanup() {
+		ip netns del "$NSD" 2>/dev/null
+		ip netns del "$NSF" 2>/dev/null
+		if [ -n "${MNT2:-}" ] && is_mounted "$MNT2"; then fusermount3 -u "$MNT2" 2>/dev/null || umount -l "$MNT2"; fi
+	}
+	trap 'rc=$?; netns_cleanup; (exit $rc); cleanup' EXIT
+	ip netns add "$NSD" || { log "SKIP: cannot create network namespaces"; exit 77; }
+	ip netns add "$NSF" || fail "ip netns add $NSF"
+	ip link add "vd$$" type veth peer name "vf$$" || fail "veth"
+	ip link set "vd$$" netns "$NSD"
+	ip link set "vf$$" netns "$NSF"
+	ip -n "$NSD" addr add "$IPD/24" dev "vd$$"
+	ip -n "$NSF" addr add "$IPF/24" dev "vf$$"
+	for ns in "$NSD" "$NSF"; do ip -n "$ns" link set lo up; done
+	ip -n "$NSD" link set "vd$$" up
+	ip -n "$NSF" link set "vf$$" up
+	# (background processes call nsenter directly, so $! is the process itself)
+	in_f() { nsenter --net="/run/netns/$NSF" "$@"; }
+	link_up() { ip -n "$NSF" -o link show "vf$$" | grep -q LOWER_UP && ip -n "$NSD" -o link show "vd$$" | grep -q LOWER_UP; }
+	wait_for 10 link_up || fail "veth link does not come up"
+}

@@ -46,6 +46,8 @@ static void add(struct seed *s, const struct proto_frame *f)
 	s->n += (size_t)n;
 }
 
+#define NSEEDS 5
+
 static size_t make_seeds(struct seed *seeds)
 {
 	static const uint8_t payload[] = "hello\0world\n\xff\x00tail";
@@ -123,12 +125,24 @@ static size_t make_seeds(struct seed *seeds)
 				.msg = "rank 0 of job 'job' is running",
 				.msg_len = 30};
 	add(s, &e);
+	/* 3: a version 3 HELLO with a credential; 4: a version 2 HELLO. */
+	static const char cred[] = "MUNGE:AwQFAACmIv1tBjG9SXuFmW8Cfcx7+pPfGu3F:";
+	s = &seeds[k++];
+	s->b[s->n++] = 0;
+	hello.hello.cred = cred;
+	hello.hello.cred_len = sizeof(cred) - 1;
+	add(s, &hello);
+	s = &seeds[k++];
+	s->b[s->n++] = 0;
+	hello.hello.version = 2;
+	hello.hello.cred_len = 0;
+	add(s, &hello);
 	return k;
 }
 
 static int write_corpus(const char *dir)
 {
-	struct seed *seeds = calloc(3, sizeof(*seeds));
+	struct seed *seeds = calloc(NSEEDS, sizeof(*seeds));
 	size_t k = make_seeds(seeds);
 
 	for (size_t i = 0; i < k; i++) {
@@ -151,7 +165,7 @@ int main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
 		return write_corpus(argv[2]);
 	long thousands = argc > 1 ? strtol(argv[1], NULL, 10) : 50;
-	struct seed *seeds = calloc(3, sizeof(*seeds));
+	struct seed *seeds = calloc(NSEEDS, sizeof(*seeds));
 	uint8_t *m = malloc(SEED_MAX + 64);
 	size_t k = make_seeds(seeds);
 	unsigned long runs = 0;

@@ -137,6 +137,27 @@ static void test_hello_round_trip(void **state)
 	f.hello.host_len = 0;
 	proto_peer_init(&p, PROTO_ROLE_DAEMON);
 	round_trip(&p, &f, &out);
+
+	/* Version 3 carries a credential, up to PROTO_CRED_MAX bytes. */
+	static char cred[PROTO_CRED_MAX];
+	memset(cred, 'c', sizeof(cred));
+	f = hello_frame("j", 0, 1);
+	f.hello.cred = cred;
+	f.hello.cred_len = sizeof(cred);
+	proto_peer_init(&p, PROTO_ROLE_DAEMON);
+	round_trip(&p, &f, &out);
+	assert_int_equal(out.hello.version, 3);
+	assert_int_equal(out.hello.cred_len, PROTO_CRED_MAX);
+	assert_memory_equal(out.hello.cred, cred, PROTO_CRED_MAX);
+	/* Version 2 (no credential field) is still accepted. */
+	f = hello_frame("j", 0, 1);
+	f.hello.version = 2;
+	proto_peer_init(&p, PROTO_ROLE_DAEMON);
+	round_trip(&p, &f, &out);
+	assert_int_equal(out.hello.version, 2);
+	assert_int_equal(out.hello.cred_len, 0);
+	assert_int_equal(proto_encode(&f, buf, sizeof(buf)),
+			 PROTO_HDR_SIZE + 40 + 2 + 1 + 5);
 }
 
 static void test_daemon_frames_round_trip(void **state)
@@ -389,9 +410,20 @@ static void test_bad_hello(void **state)
 	h.hello.version = PROTO_VERSION + 1;
 	n = proto_encode(&h, buf, sizeof(buf));
 	assert_int_equal(decode_raw(&p, buf, (size_t)n), PROTO_ERR_VERSION);
-	h.hello.version = PROTO_VERSION - 1; /* version 1 had no STDIN_ACK */
+	h.hello.version = PROTO_VERSION_MIN - 1; /* 1 had no STDIN_ACK */
 	n = proto_encode(&h, buf, sizeof(buf));
 	assert_int_equal(decode_raw(&p, buf, (size_t)n), PROTO_ERR_VERSION);
+	/* a credential with NUL, or longer than PROTO_CRED_MAX */
+	h = hello_frame("ok", 0, 1);
+	h.hello.cred = "MUNGE:\0:";
+	h.hello.cred_len = 8;
+	n = proto_encode(&h, buf, sizeof(buf));
+	assert_int_equal(decode_raw(&p, buf, (size_t)n), PROTO_ERR_FIELD);
+	h.hello.cred_len = PROTO_CRED_MAX + 1;
+	assert_int_equal(proto_encode(&h, buf, sizeof(buf)), -EINVAL);
+	h.hello.version = 2; /* version 2 has no credential field */
+	h.hello.cred_len = 1;
+	assert_int_equal(proto_encode(&h, buf, sizeof(buf)), -EINVAL);
 	h = hello_frame("ok", 0, 0);
 	n = proto_encode(&h, buf, sizeof(buf));
 	assert_int_equal(decode_raw(&p, buf, (size_t)n), PROTO_ERR_FIELD);

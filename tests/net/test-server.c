@@ -32,23 +32,19 @@ struct ctx {
 	struct event_base *base;
 	router_t *r;
 	net_server_t *s;
+	iofs_log_t *lg;
 	char path[108];
 	char addr[128];
 };
 
-static void quiet_log(void *ctx, int level, const char *msg)
-{
-	(void)ctx;
-	(void)level;
-	(void)msg;
-}
-
 static int setup(void **state)
 {
 	struct ctx *c = calloc(1, sizeof(*c));
-	struct net_server_config cfg = {
-	    .log = getenv("TEST_VERBOSE") ? NULL : quiet_log};
-	struct router_config rcfg = {.window = 64 * 1024, .log = quiet_log};
+	assert_int_equal(iofs_log_new("test-server", &c->lg), 0);
+	if (!getenv("TEST_VERBOSE")) /* quiet: errors only */
+		iofs_log_set_level(c->lg, LOG_ERR);
+	struct net_server_config cfg = {.log = c->lg};
+	struct router_config rcfg = {.window = 64 * 1024, .log = c->lg};
 
 	evthread_use_pthreads();
 	c->base = event_base_new();
@@ -77,6 +73,7 @@ static int teardown(void **state)
 	router_free(c->r);
 	event_base_free(c->base);
 	assert_int_equal(access(c->path, F_OK), -1); /* socket unlinked */
+	iofs_log_free(c->lg);
 	free(c);
 	return 0;
 }

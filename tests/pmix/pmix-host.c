@@ -4,7 +4,7 @@
  * the real libpmix.  It plays the part of PRRTE's daemon: it accepts tool
  * connections, answers PMIX_QUERY_NAMESPACES, forks the ranks of jobs with
  * pipes on their stdio, passes their output into the PMIx library with
- * PMIx_server_IOF_deliver (seed 001; zero-length + PMIX_IOF_COMPLETE at EOF),
+ * PMIx_server_IOF_deliver(3) (zero-length + PMIX_IOF_COMPLETE at EOF),
  * writes what tools push to the ranks' stdin, and raises
  * PMIX_EVENT_PROC_TERMINATED / PMIX_EVENT_JOB_END.
  *

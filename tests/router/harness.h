@@ -33,6 +33,7 @@ struct h {
 	struct event_base *base;
 	router_t *r;
 	uint64_t now;
+	iofs_log_t *lg; /* its sink: h_log */
 	char log[4096];
 	int nlog;
 	struct flowrec fr[8]; /* per rank 0..7 */
@@ -104,8 +105,10 @@ static inline struct h *h_new(const struct router_config *cfg_in)
 		cfg = *cfg_in;
 	cfg.clock = h_clock;
 	cfg.clock_ctx = h;
-	cfg.log = h_log;
-	cfg.log_ctx = h;
+	assert_int_equal(iofs_log_new("test", &h->lg), 0);
+	iofs_log_set_level(h->lg, LOG_DEBUG);
+	iofs_log_set_sink(h->lg, h_log, h);
+	cfg.log = h->lg;
 	h->now = 1000000000ull * 1764600000ull;
 	evthread_use_pthreads();
 	h->base = event_base_new();
@@ -118,6 +121,7 @@ static inline void h_free(struct h *h)
 {
 	router_free(h->r);
 	event_base_free(h->base);
+	iofs_log_free(h->lg);
 	free(h);
 }
 

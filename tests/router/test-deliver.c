@@ -319,6 +319,7 @@ static void cb_once_on_teardown(void **state)
 	assert_int_equal(cnt[1], ROUTER_SUCCESS);
 	assert_int_equal(deferred, 1);
 	event_base_free(h->base);
+	iofs_log_free(h->lg);
 	free(h);
 }
 

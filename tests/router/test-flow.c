@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* XOFF/XON latches (seed 002): pairing under a slow reader, every teardown
+/* XOFF/XON latches (PRRTE's XON/XOFF change): pairing under a slow reader, every teardown
  * path, the merged-view wildcard latch, reasons, memory budget. */
 #include "harness.h"
 
@@ -175,6 +175,7 @@ static void teardown_path(enum path path)
 	assert_int_equal(h->fr[0].xon[OUT], 1);
 	assert_int_equal(h->fr[0].bad, 0);
 	event_base_free(h->base);
+	iofs_log_free(h->lg);
 	free(h);
 }
 

@@ -222,6 +222,7 @@ static void random_sequences(void **state)
 			    "seed %lu: %d XOFF/XON pairs, %d callbacks\n", seed,
 			    fr_xoff, w->cbs_fired);
 		event_base_free(w->h->base);
+		iofs_log_free(w->h->lg);
 		free(w->h);
 		free(w);
 	}

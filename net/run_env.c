@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs-run: rank, size and job name from the launcher that started us
+ * (docs/man/iofs-run.1 "JOB NAMES", docs/filesystem.md "Job names").
+ *
+ * Launchers nest (mpirun inside an srun allocation, a Flux instance started
+ * by srun, ...) and a process inherits the variables of every launcher
+ * above it, so the variables are never mixed: the innermost launcher is
+ * picked first and everything comes from it.  Its job name is the name the
+ * launcher itself shows for this launch, one per launch:
+ *   Open MPI 4/5, PRRTE, PMIx  PMIX_NAMESPACE (ORTE: the jobid number,
+ *                              PRRTE: "prterun-HOST-PID@N")
+ *   Flux                       FLUX_JOB_ID (F58)
+ *   Slurm step (srun)          SLURM_JOB_ID.SLURM_STEP_ID ("1234.0"; the
+ *                              special ids as sacct shows them: "1234.batch",
+ *                              "1234.extern", "1234.interactive")
+ *   Slurm batch script         SLURM_JOB_ID.batch (no SLURM_STEP_ID there)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/run_i.h"
+
+int run_parse_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (!*s || *end || errno || v > ROUTER_RANK_MAX || s[0] == '-')
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static const char *env(const struct run_env *e, const char *name)
+{
+	const char *v = e->get(name, e->arg);
+	return v && *v ? v : NULL;
+}
+
+static void take_u32(const struct run_env *e, const char *name, bool *have,
+		     uint32_t *out)
+{
+	const char *v = env(e, name);
+	if (v && run_parse_u32(v, out) == 0)
+		*have = true;
+}
+
+/* The job name @a, or "@a.@b": kept only if it is a valid nspace. */
+static void take_name(struct run_launch *l, const char *a, const char *b)
+{
+	char buf[ROUTER_NSPACE_MAX + 2];
+	int n = snprintf(buf, sizeof(buf), "%s%s%s", a, b ? "." : "",
+			 b ? b : "");
+
+	if (n > 0 && n <= ROUTER_NSPACE_MAX && router_nspace_valid(buf, n))
+		memcpy(l->nspace, buf, (size_t)n + 1);
+}
+
+/* Slurm's step id as sacct prints it: the special ids by name. */
+static const char *slurm_step_name(const char *step)
+{
+	static const struct {
+		const char *id, *name;
+	} special[] = {
+	    {"4294967290", "interactive"}, /* SLURM_INTERACTIVE_STEP */
+	    {"4294967291", "batch"},	   /* SLURM_BATCH_SCRIPT */
+	    {"4294967292", "extern"},	   /* SLURM_EXTERN_CONT */
+	};
+	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
+		if (!strcmp(step, special[i].id))
+			return special[i].name;
+	return step;
+}
+
+/* A task of an srun step: SLURM_STEP_ID is set only there. */
+static bool from_slurm_step(const struct run_env *e, struct run_launch *l)
+{
+	const char *job = env(e, "SLURM_JOB_ID");
+	const char *step = env(e, "SLURM_STEP_ID");
+
+	if (!job || !step)
+		return false;
+	l->launcher = "slurm";
+	take_name(l, job, slurm_step_name(step));
+	take_u32(e, "SLURM_PROCID", &l->have_rank, &l->rank);
+	take_u32(e, "SLURM_STEP_NUM_TASKS", &l->have_size, &l->size);
+	if (!l->have_size)
+		take_u32(e, "SLURM_NTASKS", &l->have_size, &l->size);
+	return true;
+}
+
+/* The batch script (sacct's "JOBID.batch"): one process.  SLURM_NTASKS
+ * there is the allocation's, not ours; a salloc shell is no task at all. */
+static bool from_slurm_batch(const struct run_env *e, struct run_launch *l)
+{
+	const char *job = env(e, "SLURM_JOB_ID");
+	const char *where = env(e, "ENVIRONMENT");
+
+	if (!job || !where || strcmp(where, "BATCH"))
+		return false;
+	l->launcher = "slurm";
+	take_name(l, job, "batch");
+	return true;
+}
+
+/* Slurm's own PMIx plugin (srun --mpi=pmix) names its namespace
+ * "slurm.pmix.JOBID.STEPID": that launch is the Slurm step. */
+static bool pmix_is_slurm(const struct run_env *e, const char *ns)
+{
+	const char *job = env(e, "SLURM_JOB_ID");
+	const char *step = env(e, "SLURM_STEP_ID");
+	char buf[ROUTER_NSPACE_MAX + 2];
+
+	if (!job || !step)
+		return false;
+	snprintf(buf, sizeof(buf), "slurm.pmix.%s.%s", job, step);
+	return !strcmp(ns, buf);
+}
+
+static bool from_pmix(const struct run_env *e, struct run_launch *l)
+{
+	const char *ns = env(e, "PMIX_NAMESPACE");
+
+	if (!ns || pmix_is_slurm(e, ns))
+		return false;
+	l->launcher = env(e, "OMPI_COMM_WORLD_RANK") ? "openmpi" : "pmix";
+	take_name(l, ns, NULL);
+	take_u32(e, "OMPI_COMM_WORLD_RANK", &l->have_rank, &l->rank);
+	if (!l->have_rank)
+		take_u32(e, "PMIX_RANK", &l->have_rank, &l->rank);
+	take_u32(e, "OMPI_COMM_WORLD_SIZE", &l->have_size, &l->size);
+	return true;
+}
+
+static bool from_flux(const struct run_env *e, struct run_launch *l)
+{
+	const char *id = env(e, "FLUX_JOB_ID");
+
+	if (!id || !env(e, "FLUX_TASK_RANK"))
+		return false;
+	l->launcher = "flux";
+	take_name(l, id, NULL);
+	take_u32(e, "FLUX_TASK_RANK", &l->have_rank, &l->rank);
+	take_u32(e, "FLUX_JOB_SIZE", &l->have_size, &l->size);
+	return true;
+}
+
+/* MPICH's hydra and other PMI-1/2 launchers: rank and size, no name. */
+static bool from_pmi(const struct run_env *e, struct run_launch *l)
+{
+	if (!env(e, "PMI_RANK"))
+		return false;
+	l->launcher = "pmi";
+	take_u32(e, "PMI_RANK", &l->have_rank, &l->rank);
+	take_u32(e, "PMI_SIZE", &l->have_size, &l->size);
+	return true;
+}
+
+void run_env_launch(const struct run_env *e, struct run_launch *l)
+{
+	memset(l, 0, sizeof(*l));
+	/* Innermost first: an MPI launch inside a Flux or Slurm job, a Flux
+	 * job inside a Slurm step, then Slurm's own launches. */
+	if (env(e, "OMPI_COMM_WORLD_RANK") && from_pmix(e, l))
+		return;
+	if (from_flux(e, l) || from_pmix(e, l) || from_slurm_step(e, l) ||
+	    from_slurm_batch(e, l))
+		return;
+	from_pmi(e, l);
+}
