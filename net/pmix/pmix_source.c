@@ -137,22 +137,6 @@ static struct ps_msg *msg_new(pmix_source_t *ps, enum ps_msg_kind kind)
 	return m;
 }
 
-struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
-{
-	struct ps_msg *m = msg_new(ps, kind);
-
-	if (!m)
-		return NULL;
-	pthread_mutex_lock(&ps->lock);
-	m->pending = true;
-	m->next = ps->pending;
-	if (m->next)
-		m->next->prev = m;
-	ps->pending = m;
-	pthread_mutex_unlock(&ps->lock);
-	return m;
-}
-
 void ps_op_rearm(struct ps_msg *m)
 {
 	pmix_source_t *ps = m->ps;
@@ -165,6 +149,15 @@ void ps_op_rearm(struct ps_msg *m)
 		m->next->prev = m;
 	ps->pending = m;
 	pthread_mutex_unlock(&ps->lock);
+}
+
+struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
+{
+	struct ps_msg *m = msg_new(ps, kind);
+
+	if (m)
+		ps_op_rearm(m);
+	return m;
 }
 
 bool ps_op_claim(struct ps_msg *m)

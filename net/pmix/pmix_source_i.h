@@ -198,7 +198,7 @@ struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind);
 bool ps_op_claim(struct ps_msg *m);
 /* Any thread: hand @m to the loop (ps_dispatch there), or free it. */
 void ps_post(struct ps_msg *m);
-/* Put a claimed @m back on ps->pending for another PMIx call. */
+/* Put @m (new, or claimed) on ps->pending for a PMIx call. */
 void ps_op_rearm(struct ps_msg *m);
 /* PMIx refused the op (no callback will come): unlink and free. */
 void ps_op_abort(struct ps_msg *m);
