@@ -258,9 +258,13 @@ static void index_many_jobs(void **state)
 	for (int i = 1; i < NJOBS; i += 6) {
 		snprintf(ns, sizeof(ns), "left.%d", i);
 		router_job_t *old = router_job_lookup(h->r, ns);
+		struct router_stats st;
 		assert_non_null(old);
 		h_reg(h, ns, 0, 1); /* replaces the complete job */
-		assert_ptr_not_equal(router_job_lookup(h->r, ns), old);
+		/* a new run, told by its state: the old one is freed and
+		 * glibc 2.41 may give the new one its address */
+		router_job_stats(router_job_lookup(h->r, ns), &st);
+		assert_int_equal(st.state, ROUTER_STATE_RUNNING);
 	}
 	size_t listed = 0;
 	for (router_job_t *j = router_job_first(h->r); j;
