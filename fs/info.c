@@ -90,8 +90,13 @@ static void info_format(router_job_t *job, uint32_t rank,
 	/* The merged views have their own windows: what they lost is not
 	 * in dropped_bytes (the sum over the ranks' own streams). */
 	if (!is_rank)
-		out_printf(o, "merged_dropped_bytes: %" PRIu64 "\n",
-			   st->merged_dropped_bytes);
+		out_printf(o,
+			   "merged_dropped_bytes: %" PRIu64 "\n"
+			   "owner_refused: %" PRIu64 "\n",
+			   st->merged_dropped_bytes, st->owner_refused);
+	/* Renamed on a name collision (docs/filesystem.md, "Job names"). */
+	if (strcmp(router_job_requested(job), router_job_nspace(job)) != 0)
+		out_printf(o, "requested: %s\n", router_job_requested(job));
 }
 
 /* Take the stats of the job (rank WILDCARD) or rank into @st and count

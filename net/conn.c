@@ -234,6 +234,8 @@ static int on_hello(void *ctx, const struct proto_frame *f)
 		c->uid = h->uid;
 		c->gid = h->gid;
 	}
+	memcpy(c->requested, c->nspace, h->nspace_len + 1);
+	c->hello_flags = h->flags;
 	/* MUNGE (TCP), limits, the range check, WELCOME: conn_admit.c */
 	return conn_admit(c, h->rank_base, h->rank_count, h->cred,
 			  h->cred_len);
@@ -255,7 +257,8 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 					.uid = c->uid,
 					.gid = c->gid,
 					.job_size = c->job_size,
-					.dirs = c->dirs};
+					.dirs = c->dirs,
+					.requested = c->requested};
 	router_proc_set(&proc, c->nspace, cr->rank);
 	int rc = router_rank_register(c->srv->router, &proc, &info, &source_ops,
 				      cr, &cr->rr);

@@ -237,7 +237,7 @@ static void conn_index_del(struct conn *c)
 	c->ns_next = c->ns_prev = NULL;
 }
 
-static int64_t conn_index_claimed(const struct conn *c, uint32_t base,
+int64_t conn_index_claimed(const struct conn *c, uint32_t base,
 				  uint32_t count)
 {
 	const struct conn *o = strmap_get(&c->srv->conns_by_ns, c->nspace);
@@ -316,20 +316,14 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 	net_server_t *s = c->srv;
 	router_job_t *job = router_job_lookup(s->router, c->nspace);
 
+	/* Limits against the name asked for (a rename must not escape
+	 * max_ranks_job), then the job-name collision rule (conn_name.c),
+	 * which never lets another uid join or replace a job. */
 	if (check_limits(c, job, count) < 0)
 		return -1;
-	/* Another uid's job is never joined (issue 12 item 4; the job-name
-	 * collision rule, if present, runs such a HELLO under another name
-	 * instead, and then this check is redundant). */
-	uint32_t owner, group;
-	if (job && c->uid != 0 &&
-	    (router_job_owner(job, &owner, &group), owner != c->uid)) {
-		conn_fail(c, PROTO_REFUSED_EXISTS,
-			  "job '%s' belongs to uid %u: uid %u may not join or "
-			  "replace it",
-			  c->nspace, owner, c->uid);
+	if (conn_name_assign(c, base, count) < 0)
 		return -1;
-	}
+	job = router_job_lookup(s->router, c->nspace);
 	int64_t busy = hello_range_busy(c, job, base, count);
 	if (busy >= 0) {
 		conn_fail(c, PROTO_REFUSED_EXISTS,
@@ -362,6 +356,11 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 	struct proto_frame w = {.type = PROTO_WELCOME,
 				.version = c->version,
 				.max_payload = PROTO_PAYLOAD_MAX};
+	if (c->hello_flags & PROTO_HELLO_F_NAME) { /* it learns its name */
+		w.flags = PROTO_WELCOME_F_NAME;
+		w.name = c->nspace;
+		w.name_len = strlen(c->nspace);
+	}
 	conn_send(c, &w);
 	return 0;
 }

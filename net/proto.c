@@ -38,7 +38,10 @@ struct proto_desc {
 
 static const struct proto_desc descs[PROTO_TYPE_MAX + 1] = {
     [PROTO_HELLO] = {.name = "HELLO", .to = TO_DAEMON, .fixed = HELLO_FIXED},
-    [PROTO_WELCOME] = {.name = "WELCOME", .to = TO_FORWARDER, .fixed = 8},
+    [PROTO_WELCOME] = {.name = "WELCOME",
+		       .to = TO_FORWARDER,
+		       .fixed = 8,
+		       .tail_max = ROUTER_NSPACE_MAX},
     [PROTO_ERROR] = {.name = "ERROR",
 		     .to = TO_FORWARDER,
 		     .fixed = 4,
@@ -270,9 +273,11 @@ static int decode_hello(const uint8_t *b, uint32_t blen, struct proto_frame *f,
 		return fail(PROTO_ERR_NSPACE, err, errlen,
 			    "HELLO: invalid namespace (%zu bytes)",
 			    h->nspace_len);
-	if (memchr(h->host, '\0', h->host_len))
+	if (!router_text_valid(h->host, h->host_len))
 		return fail(PROTO_ERR_FIELD, err, errlen,
-			    "HELLO: NUL in host name");
+			    "HELLO: control character in the host name (%zu "
+			    "bytes): refused",
+			    h->host_len);
 	if (h->rank_count == 0 || h->rank_count > PROTO_RANKS_MAX)
 		return fail(PROTO_ERR_FIELD, err, errlen,
 			    "HELLO: rank count %u not in 1..%u", h->rank_count,
@@ -327,6 +332,14 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 		if (f->max_payload == 0)
 			return fail(PROTO_ERR_FIELD, err, errlen,
 				    "WELCOME: max payload 0");
+		if (!(f->flags & PROTO_WELCOME_F_NAME) != !tlen ||
+		    (tlen && !router_nspace_valid((const char *)tail, tlen)))
+			return fail(PROTO_ERR_NSPACE, err, errlen,
+				    "WELCOME: assigned name of %u bytes, flags "
+				    "0x%x",
+				    tlen, f->flags);
+		f->name = (const char *)tail;
+		f->name_len = tlen;
 		return PROTO_OK;
 	case PROTO_ERROR:
 		f->code = get32(b);
@@ -467,6 +480,11 @@ static uint32_t layout(const struct proto_frame *f, uint32_t *tail)
 		       (f->hello.version >= 3
 			    ? 2 + (uint32_t)f->hello.cred_len
 			    : 0);
+	case PROTO_WELCOME:
+		if (f->name_len > ROUTER_NSPACE_MAX ||
+		    !(f->flags & PROTO_WELCOME_F_NAME) != !f->name_len)
+			return 0;
+		return d->fixed + (uint32_t)f->name_len;
 	case PROTO_ERROR:
 		if (f->msg_len > PROTO_MSG_MAX)
 			return 0;
@@ -532,6 +550,9 @@ static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 		b = put16(b, f->version);
 		b = put16(b, f->flags);
 		b = put32(b, f->max_payload);
+		if (f->name_len)
+			memcpy(b, f->name, f->name_len);
+		b += f->name_len;
 		break;
 	case PROTO_ERROR:
 		b = put32(b, f->code);

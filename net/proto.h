@@ -95,9 +95,21 @@ enum {
 	PROTO_REFUSED_LIMIT = 36,  /* a per-user limit (iofs(8) -o max_*) */
 };
 
+/* HELLO flags */
+enum {
+	/* The forwarder reads the job name the daemon assigned in WELCOME
+	 * (it may differ from the one asked for: docs/filesystem.md). */
+	PROTO_HELLO_F_NAME = 1u << 0,
+};
+/* WELCOME flags */
+enum {
+	/* The trailing bytes are the assigned nspace. */
+	PROTO_WELCOME_F_NAME = 1u << 0,
+};
+
 struct proto_hello {
 	uint16_t version;
-	uint16_t flags; /* reserved, 0 */
+	uint16_t flags; /* PROTO_HELLO_F_*; other bits ignored */
 	uint32_t rank_base;
 	uint32_t rank_count; /* 1..PROTO_RANKS_MAX */
 	uint32_t job_size;   /* 0 = unknown */
@@ -131,7 +143,9 @@ struct proto_frame {
 	uint32_t ack_exits;   /* ACK: EXIT frames processed so far */
 	uint32_t max_payload; /* WELCOME */
 	uint16_t version;     /* WELCOME: the HELLO's version */
-	uint16_t flags;	      /* WELCOME: reserved, 0 */
+	uint16_t flags;	      /* WELCOME: PROTO_WELCOME_F_* */
+	const char *name;     /* WELCOME F_NAME: assigned nspace, borrowed */
+	size_t name_len;
 	const char *msg;      /* ERROR text, borrowed */
 	size_t msg_len;
 	struct proto_hello hello; /* HELLO */

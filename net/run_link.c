@@ -49,6 +49,33 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	}
 }
 
+/*
+ * Before anything is sent on a Unix socket: is the daemon at its other end
+ * root or ourselves?  Anyone can put a socket at a path in /tmp; a fake
+ * daemon would read our output and feed our stdin.  0 or -EPERM with the
+ * reason in @why.
+ */
+static int peer_trusted(struct run *r, int fd, char *why, size_t whylen)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0) {
+		snprintf(why, whylen,
+			 "refusing %s: cannot learn who listens there (%s)",
+			 r->addr, strerror(errno));
+		return -EPERM;
+	}
+	if (uc.uid == 0 || uc.uid == getuid())
+		return 0;
+	snprintf(why, whylen,
+		 "refusing %s: the process listening there (pid %d) runs as "
+		 "uid %u, neither root nor you (uid %u): not an iofs daemon "
+		 "you can trust, nothing sent",
+		 r->addr, (int)uc.pid, (unsigned)uc.uid, (unsigned)getuid());
+	return -EPERM;
+}
+
 static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 {
 	struct net_addr a;
@@ -80,6 +107,11 @@ static int connect_to(struct run *r, char *why, size_t whylen, int64_t dl)
 			errno = soerr;
 			goto fail_close;
 		}
+	}
+	if (a.family == AF_UNIX &&
+	    (rc = peer_trusted(r, fd, why, whylen)) < 0) {
+		close(fd);
+		return rc;
 	}
 	net_tcp_tune(fd);
 	return fd;
@@ -171,6 +203,22 @@ static int read_frame(struct run *r, int fd, uint8_t *buf, size_t cap,
 
 static const struct framer_ops link_framer_ops; /* the frame handlers */
 
+/* The daemon gave the job another name than the one asked for (a name
+ * collision: iofs-run(1), JOB NAMES): say so, and use it from now on. */
+static void take_name(struct run *r, const struct proto_frame *welcome)
+{
+	if (!welcome->name_len ||
+	    (welcome->name_len == strlen(r->nspace) &&
+	     !memcmp(welcome->name, r->nspace, welcome->name_len)))
+		return;
+	run_log(r, LOG_WARNING,
+		"job name '%s' is taken (another job, or one still open); "
+		"this run is '%.*s'",
+		r->nspace, (int)welcome->name_len, welcome->name);
+	memcpy(r->nspace, welcome->name, welcome->name_len);
+	r->nspace[welcome->name_len] = '\0';
+}
+
 int link_open(struct run *r)
 {
 	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
@@ -200,6 +248,7 @@ int link_open(struct run *r)
 	struct proto_frame f = {
 	    .type = PROTO_HELLO,
 	    .hello = {.version = tcp ? PROTO_VERSION : 2,
+		      .flags = PROTO_HELLO_F_NAME,
 		      .cred = cred,
 		      .cred_len = cred ? strlen(cred) : 0,
 		      .rank_base = r->rank_base,
@@ -234,6 +283,7 @@ int link_open(struct run *r)
 			 mwhy[0] ? ")" : "");
 		goto fallback_close;
 	}
+	take_name(r, &reply);
 	r->link_fd = fd;
 	r->linked = true;
 	run_log(r, LOG_INFO, "connected to %s: job '%s' ranks %u..%u", r->addr,

@@ -137,7 +137,9 @@ struct conn {
 	struct event *uid_timer; /* retry while CONN_SUSP_UID */
 
 	/* From HELLO. */
-	char nspace[ROUTER_NSPACE_MAX + 1];
+	char requested[ROUTER_NSPACE_MAX + 1]; /* the name asked for */
+	uint32_t hello_flags; /* PROTO_HELLO_F_* of its HELLO */
+	char nspace[ROUTER_NSPACE_MAX + 1]; /* the name given (conn_name.c) */
 	char host[PROTO_HOST_MAX + 1];
 	uint32_t job_size;
 	router_directives_t dirs;
@@ -224,6 +226,16 @@ void conn_admit_buf(struct conn *c, int64_t delta);
 void conn_admit_report(net_server_t *s);
 /* The limits in effect (defaults filled in). */
 void net_limits_fill(struct net_limits *l);
+
+/* First rank of [base, base+count) claimed by another live connection of
+ * c->nspace's job, or -1 (the job's connection index, conn_admit.c). */
+int64_t conn_index_claimed(const struct conn *c, uint32_t base,
+			   uint32_t count);
+
+/* conn_name.c: pick c->nspace for c->requested, c->uid and the HELLO
+ * range (the job-name collision rule); logs a rename.  0, or -1 after
+ * conn_fail(). */
+int conn_name_assign(struct conn *c, uint32_t base, uint32_t count);
 
 /* conn.c, for conn_dq.c: wake conn_service() soon; start/stop reading the
  * socket; send ERROR with a logged reason and close (idempotent). */

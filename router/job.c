@@ -87,25 +87,30 @@ static void merged_stream_flow(struct stream *s, unsigned reason, bool on)
 
 /* ---- jobs --------------------------------------------------------------- */
 
-static router_job_t *job_new(router_t *r, const char *nspace)
+static router_job_t *job_new(router_t *r, const char *nspace,
+			     const struct router_rank_info *info)
 {
 	router_job_t *job = calloc(1, sizeof(*job));
 	uint64_t now = router_now(r);
+	bool renamed =
+	    info && info->requested && strcmp(info->requested, nspace) != 0;
 
 	if (!job)
 		return NULL;
 	job->nspace = strdup(nspace);
-	if (!job->nspace) {
-		free(job);
-		return NULL;
+	if (renamed)
+		job->requested = strdup(info->requested);
+	if (!job->nspace || (renamed && !job->requested))
+		goto fail_free;
+	if (info) { /* the owner is fixed here, for the job's life */
+		job->uid = info->uid;
+		job->gid = info->gid;
+		job->owner_set = true;
 	}
 	job->r = r;
 	job->refs = 1; /* the registry's */
-	if (strmap_put(&r->job_index, job->nspace, job) < 0) {
-		free(job->nspace);
-		free(job);
-		return NULL;
-	}
+	if (strmap_put(&r->job_index, job->nspace, job) < 0)
+		goto fail_free;
 	for (int ci = 0; ci < CI_N; ci++) {
 		stream_init(&job->m[ci].s, r, merged_stream_flow, now);
 		job->m[ci].job = job;
@@ -113,6 +118,12 @@ static router_job_t *job_new(router_t *r, const char *nspace)
 	TAILQ_INSERT_TAIL(&r->jobs, job, link);
 	TAILQ_INSERT_TAIL(&r->all_jobs, job, all_link);
 	return job;
+
+fail_free:
+	free(job->requested);
+	free(job->nspace);
+	free(job);
+	return NULL;
 }
 
 static void rank_free(router_t *r, router_rank_t *rank)
@@ -135,6 +146,7 @@ static void job_free(router_job_t *job)
 		stream_destroy(&job->m[ci].s);
 	TAILQ_REMOVE(&r->all_jobs, job, all_link);
 	free(job->ranks);
+	free(job->requested);
 	free(job->nspace);
 	free(job);
 }
@@ -372,6 +384,11 @@ int job_rank_get(router_t *r, const router_proc_t *proc,
 	router_job_t *job = router_job_lookup(r, proc->nspace);
 	router_rank_t *rank;
 
+	if (job && info && job->owner_set && info->uid != job->uid) {
+		router_job_owner_refused(job, info->uid,
+					 job->complete ? "replace" : "join");
+		return ROUTER_ERR_OWNER;
+	}
 	if (job && job->complete) {
 		rank = router_job_rank(job, proc->rank);
 		if (rank && !must_be_new) {
@@ -384,7 +401,7 @@ int job_rank_get(router_t *r, const router_proc_t *proc,
 		job = NULL;
 	}
 	if (!job) {
-		job = job_new(r, proc->nspace);
+		job = job_new(r, proc->nspace, info);
 		if (!job)
 			return -ENOMEM;
 	}
@@ -413,8 +430,10 @@ int router_rank_register(router_t *r, const router_proc_t *proc,
 	if (!r)
 		return ROUTER_ERR_INIT;
 	if (!proc || !out || proc->rank > ROUTER_RANK_MAX ||
-	    !router_nspace_valid(proc->nspace,
-				 strnlen(proc->nspace, ROUTER_NSPACE_MAX + 1)))
+	    !router_nspace_valid(
+		proc->nspace, strnlen(proc->nspace, ROUTER_NSPACE_MAX + 1)) ||
+	    (info && info->host &&
+	     !router_text_valid(info->host, strlen(info->host))))
 		return ROUTER_ERR_BAD_PARAM;
 	if (r->shut)
 		return ROUTER_ERR_NOT_AVAILABLE;
@@ -633,11 +652,65 @@ void router_job_stats(const router_job_t *job, struct router_stats *out)
 		add_rank(out, job->ranks[i]);
 	for (int ci = 0; ci < CI_N; ci++)
 		out->merged_dropped_bytes += job->m[ci].s.dropped;
+	out->owner_refused = job->owner_refused;
 }
 
 size_t router_uid_jobs(router_t *r, uint32_t uid)
 {
 	return r ? (size_t)uidmap_value(&r->uid_jobs, uid, 0) : 0;
+}
+
+bool router_job_complete(const router_job_t *job)
+{
+	return job->complete;
+}
+
+/* Some reader of @s has not read everything (or @s is still live). */
+static bool stream_unread(const struct stream *s)
+{
+	const router_reader_t *rd;
+
+	TAILQ_FOREACH (rd, &s->readers, link)
+		if (!s->complete || rd->cursor < s->end)
+			return true;
+	return false;
+}
+
+bool router_job_in_use(const router_job_t *job)
+{
+	if (job->writers)
+		return true;
+	for (int ci = 0; ci < CI_N; ci++)
+		if (stream_unread(&job->m[ci].s))
+			return true;
+	for (size_t i = 0; i < job->nranks; i++) {
+		const router_rank_t *rank = job->ranks[i];
+
+		if (rank->writers || stream_unread(&rank->ch[CI_OUT].s) ||
+		    stream_unread(&rank->ch[CI_ERR].s))
+			return true;
+	}
+	return false;
+}
+
+uint32_t router_job_size(const router_job_t *job)
+{
+	return job->job_size;
+}
+
+const char *router_job_requested(const router_job_t *job)
+{
+	return job->requested ? job->requested : job->nspace;
+}
+
+void router_job_owner_refused(router_job_t *job, uint32_t uid, const char *what)
+{
+	job->owner_refused++;
+	router_logf(job->r, LOG_WARNING,
+		    "router: uid %u may not %s job '%s' of uid %u (refused "
+		    "%llu times)",
+		    uid, what, job->nspace, job->uid,
+		    (unsigned long long)job->owner_refused);
 }
 
 void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid)

@@ -79,6 +79,9 @@ struct router_job {
 	size_t nranks, rcap;
 	uint32_t running; /* ranks in state RUNNING */
 	uint32_t uid, gid, job_size;
+	bool owner_set;		/* uid/gid fixed (a registration named them) */
+	char *requested;	/* owned; NULL = same as nspace */
+	uint64_t owner_refused; /* other uids refused (join, replace) */
 	router_directives_t dirs; /* job defaults for the merged view */
 	int exit_status;	  /* first non-zero */
 	bool any_lost;

@@ -5,18 +5,22 @@
 #include <stdio.h>
 #include <string.h>
 
+bool router_text_valid(const char *s, size_t len)
+{
+	/* Control bytes (newline, escape, DEL...) would forge "key: value"
+	 * lines of info files, the merged views' line tags or log lines. */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f)
+			return false;
+	return true;
+}
+
 bool router_nspace_valid(const char *nspace, size_t len)
 {
 	if (!nspace || len == 0 || len > ROUTER_NSPACE_MAX)
 		return false;
-	if (memchr(nspace, '\0', len) || memchr(nspace, '/', len))
+	if (memchr(nspace, '/', len) || !router_text_valid(nspace, len))
 		return false;
-	/* Control bytes (newline, escape, DEL...) would break the "key:
-	 * value" lines of info files and the merged views' line tags. */
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)nspace[i] < 0x20 ||
-		    (unsigned char)nspace[i] == 0x7f)
-			return false;
 	if ((len == 1 && nspace[0] == '.') ||
 	    (len == 2 && nspace[0] == '.' && nspace[1] == '.'))
 		return false;
@@ -67,6 +71,8 @@ const char *router_strerror(int status)
 		return "job still running";
 	case ROUTER_STDIN_PENDING:
 		return "stdin write pending in the sink";
+	case ROUTER_ERR_OWNER:
+		return "the job belongs to another user";
 	default:
 		break;
 	}

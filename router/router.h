@@ -65,6 +65,7 @@ enum {
 	ROUTER_ERR_CANCELED = 10,       /* operation dropped by teardown */
 	ROUTER_ERR_BUSY = 11,           /* job still running (remove) */
 	ROUTER_STDIN_PENDING = 12,      /* stdin_write: completes later */
+	ROUTER_ERR_OWNER = 13,          /* the job belongs to another user */
 };
 
 /* Human-readable name for any code above or any -errno. Never NULL. */
@@ -89,6 +90,10 @@ typedef struct router_proc {
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t rank; /* or ROUTER_RANK_WILDCARD where allowed */
 } router_proc_t;
+
+/* Every wire string that reaches info files, the log or the file tree
+ * (names, host names): no control byte (< 0x20, 0x7f; so no NUL). */
+bool router_text_valid(const char *s, size_t len);
 
 /* 1-255 bytes, no '/', no control byte (< 0x20, 0x7f; so no NUL), not
  * "." or "..". */
@@ -224,17 +229,23 @@ struct router_source_ops {
 
 struct router_rank_info {
 	int64_t pid;           /* -1 if unknown */
-	const char *host;      /* copied; NULL = "" */
-	uint32_t uid, gid;     /* the job's owner (first rank sets it) */
+	const char *host;      /* copied; NULL = ""; router_text_valid() */
+	uint32_t uid, gid;     /* the job's owner: fixed when it is created */
+	/* The name the run asked for when the daemon gave it another one
+	 * (docs/filesystem.md, "Job names"); NULL = the nspace itself. */
+	const char *requested;
 	uint32_t job_size;     /* expected ranks, 0 = unknown */
 	router_directives_t dirs; /* job-level defaults for the merged view */
 };
 
 /*
- * Register (publish) a running rank.  Creates the job if needed.  If the job
- * exists and is complete, it is replaced (removed first; open readers keep
- * the old one alive).  ROUTER_ERR_EXISTS if the rank is registered and
- * running, or has ended while its job still runs (no restart in place).
+ * Register (publish) a running rank.  Creates the job if needed, owned by
+ * @info's uid/gid for good.  If the job exists and is complete, it is
+ * replaced (removed first; open readers keep the old one alive).
+ * ROUTER_ERR_EXISTS if the rank is registered and running, or has ended
+ * while its job still runs (no restart in place).  ROUTER_ERR_OWNER if
+ * the job belongs to another uid (root included: nobody joins or replaces
+ * another user's job); counted in the job's owner_refused and logged.
  * *out is valid until router_rank_exit() for it returns; @ops and
  * @ctx must stay valid until then.
  */
@@ -308,6 +319,24 @@ router_rank_t *router_job_rank(const router_job_t *job, uint32_t rank);
 router_job_t *router_rank_job(const router_rank_t *rank);
 uint32_t router_rank_id(const router_rank_t *rank);
 
+/* The job's ranks all ended (and its announced size was reached). */
+bool router_job_complete(const router_job_t *job);
+/* Some open file of the job's tree still has bytes to give (a reader
+ * short of the end, or of a live stream), or a stdin writer is attached.
+ * A reader that read everything of an ended job does not count: its
+ * close may still be on its way (FUSE releases asynchronously).
+ * O(ranks + readers). */
+bool router_job_in_use(const router_job_t *job);
+/* The announced job size (largest of its ranks'), 0 = unknown.  O(1). */
+uint32_t router_job_size(const router_job_t *job);
+/* The name its run asked for (== nspace unless the daemon renamed it). */
+const char *router_job_requested(const router_job_t *job);
+/* @uid tried to join or replace @job of another owner (@what: "join",
+ * "replace"...): count it (owner_refused in the job's info) and log it
+ * with both uids. */
+void router_job_owner_refused(router_job_t *job, uint32_t uid,
+			      const char *what);
+
 /* Remove a job from the registry (rmdir).  ROUTER_ERR_BUSY while any rank
  * runs.  A job whose ranks all ended short of its job_size is completed
  * first (merged views reach EOF).  Open readers keep their references. */
@@ -335,6 +364,8 @@ struct router_stats {
 	/* Job only: the same for the merged views (not in dropped_bytes,
 	 * which, like every job counter, is the sum over the ranks). */
 	uint64_t merged_dropped_bytes;
+	/* Job only: attempts by other uids to join or replace it. */
+	uint64_t owner_refused;
 };
 void router_job_stats(const router_job_t *job, struct router_stats *out);
 void router_rank_stats(const router_rank_t *rank, struct router_stats *out);

@@ -92,7 +92,9 @@ assert_eq "nothing on the terminal of a daemon that went to the background" "" \
 	"$(cat "$T/plain.term" "$T/dbg.term")"
 
 # A forwarder on a host whose name carries a newline and an escape
-# sequence (its own UTS namespace): the daemon logs the name, escaped.
+# sequence (its own UTS namespace): the daemon refuses the HELLO (no wire
+# string with control bytes is taken, docs/security.md) and logs why, in
+# one line; the logger's own escaping is tested in test-log.c.
 EVIL=$'evil\n<28>iofs[1]: forged\e[31m'
 for d in plain dbg; do
 	unshare -u python3 -c 'import os, socket, sys
@@ -100,6 +102,8 @@ socket.sethostname(sys.argv[1]); os.execv(sys.argv[2], sys.argv[2:])' "$EVIL" \
 		"$IOFS_RUN" --connect "unix:$T/$d.sock" --nspace "job$d" -- echo hi ||
 		fail "$d: forwarder failed"
 	bad_frame "$T/$d.sock" || fail "$d: bad frame thrower failed"
+	"$IOFS_RUN" --connect "unix:$T/$d.sock" --nspace "ok$d" -- echo hi ||
+		fail "$d: plain forwarder failed"
 done
 for pid in $PLAIN $DBG; do
 	wait_for 10 grep -q "iofs\[$pid\]: net: conn .*closing: unknown frame type" "$T/syslog.txt" ||
@@ -108,10 +112,10 @@ done
 # <28> = LOG_DAEMON | LOG_WARNING
 lines plain $PLAIN | grep -q "^<28>.*closing: unknown frame type" ||
 	fail "the warning has not the daemon facility and warning level: $(lines plain $PLAIN)"
-lines plain $PLAIN | grep -qF 'from evil\x0a<28>iofs[1]: forged\x1b[31m ' ||
-	fail "the peer's host name is not escaped: $(lines plain $PLAIN)"
+lines plain $PLAIN | grep -q "^<28>.*closing: .*control character in the host name" ||
+	fail "the refused host name is not logged as a warning: $(lines plain $PLAIN)"
 ! grep -q "CONTROL-BYTES" "$T/syslog.txt" || fail "control bytes reached syslog: $(grep CONTROL-BYTES "$T/syslog.txt")"
-! grep -q "forged" <(grep -v 'evil\\x0a' "$T/syslog.txt") || fail "a forged line reached syslog"
+! grep -q "forged" "$T/syslog.txt" || fail "a forged line reached syslog"
 
 # info lines of the start went to syslog only
 lines plain $PLAIN | grep -q "^<30>.*: mounted $T/plain.mnt" || fail "no 'mounted' info line in syslog"

@@ -130,20 +130,18 @@ for r in 0 1; do
 	assert_eq "rank $r saw SIGTERM" "$(printf 'ready\ngot TERM')" "$(timeout 5 cat "$MNT/sigfwd/$r/stdout")"
 done
 
-# --- a second forwarder for a running (nspace, rank) is refused ----------
+# --- a second run for a running (nspace, rank) gets a distinct name -----
 "$IOFS_RUN" --nspace dup -n 2 -- sh -c "echo first \$IOFS_RANK; $(gate dup-end)" &
 FIRST=$!
 track $FIRST
 wait_for 10 test -e "$MNT/dup/1/info" || fail "job dup did not appear"
-"$IOFS_RUN" --nspace dup --rank 1 -- echo second-local >"$T/dup.out" 2>"$T/dup.err"
-assert_eq "refused forwarder still runs its rank" 0 $?
-assert_eq "refused forwarder's output falls back locally" second-local "$(cat "$T/dup.out")"
-file_has "$T/dup.err" "already running" || fail "no clear error: $(cat "$T/dup.err")"
-assert_eq "warning printed once" 1 "$(grep -c iofs-run "$T/dup.err")"
-"$IOFS_RUN" --strict --nspace dup --rank 0 -- echo never >"$T/dup2.out" 2>"$T/dup2.err"
-assert_eq "--strict refusal is fatal" 1 $?
-assert_eq "--strict did not run the rank" "" "$(cat "$T/dup2.out")"
-grep -q "already running" "$T/iofs.log" || fail "daemon did not log the refusal"
+"$IOFS_RUN" --nspace dup --rank 1 -- echo second >"$T/dup.out" 2>"$T/dup.err"
+assert_eq "second run's status" 0 $?
+file_has "$T/dup.err" "this run is 'dup~1'" || fail "iofs-run did not print its name: $(cat "$T/dup.err")"
+assert_eq "told once" 1 "$(grep -c iofs-run "$T/dup.err")"
+assert_eq "second run's output in its own job" second "$(timeout 5 cat "$MNT/dup~1/1/stdout")"
+assert_eq "info shows the requested name" dup "$(info_get "$MNT/dup~1/info" requested)"
+grep -q "job 'dup' already has a rank 1.*this run is 'dup~1'" "$T/iofs.log" || fail "daemon did not log why"
 assert_eq "first job untouched" running "$(rank_state dup 1)"
 touch "$T/dup-end"
 wait_for 20 finished $FIRST || fail "first dup job did not end"

@@ -65,7 +65,7 @@ cases = [
     [data(0, 2, b'before hello')],                      # before HELLO
     [hello(b'.')],                                      # bad nspace
     [hello(b'a/b')],                                    # bad nspace
-    [hello(b'hold', 0, 1)],                             # claims a running rank
+    [hello(b'hold', 0, 1)],                             # running rank: renamed
     [hello()[:5] + b'\0\0\0\0' + hello()[9:]],          # bad magic
     [hello() + hello()],                                # second HELLO
     [hello() + data(7, 2, b'x')],                       # rank out of range
@@ -121,6 +121,8 @@ assert_eq "real job stderr" "done 1" "$(timeout 5 cat "$MNT/real/1/stderr")"
 assert_eq "real job state" exited "$(rank_state real 0)"
 
 assert_eq "hold job untouched" running "$(rank_state hold 0)"
+grep -q "job 'hold' already has a rank 0.*this run is 'hold~1'" "$T/iofs.log" ||
+	fail "a HELLO for a running rank was not given a distinct name"
 touch "$T/release"
 wait_for 10 finished $HOLD || fail "job hold did not end"
 assert_eq "hold job status" 0 "$(rc_of $HOLD)"
@@ -131,7 +133,7 @@ log "$(cat "$T/thrown") connections thrown, $closed closed with a reason"
 [ "$closed" -ge 17 ] || fail "only $closed connections closed with a reason"
 for why in "frame too large" "unknown frame type" "before HELLO" "invalid namespace" \
 	"bad magic" "second HELLO" "outside" "no RANK_START" "invalid channel" \
-	"already running" "not valid in this direction" "bad frame length" "field out of range"; do
+	"not valid in this direction" "bad frame length" "field out of range"; do
 	grep -q "closing:.*$why" "$T/iofs.log" || fail "no logged reason '$why': $(grep -E "real|closing" "$T/iofs.log" | head -30)"
 done
 wait_for 20 grep -q "no HELLO in time" "$T/iofs.log" || fail "a silent connection was not dropped"

@@ -605,6 +605,40 @@ static void test_bad_fields(void **state)
 			 PROTO_ERR_LENGTH);
 }
 
+/* WELCOME may carry the job's assigned name (PROTO_WELCOME_F_NAME); a
+ * plain WELCOME stays 8 bytes for forwarders that predate it. */
+static void test_welcome_name(void **state)
+{
+	struct proto_frame w = {.type = PROTO_WELCOME,
+				.version = PROTO_VERSION,
+				.max_payload = PROTO_PAYLOAD_MAX},
+			   out;
+	struct proto_peer fw;
+
+	(void)state;
+	assert_int_equal(proto_encode(&w, buf, sizeof(buf)),
+			 PROTO_HDR_SIZE + 8);
+	w.flags = PROTO_WELCOME_F_NAME;
+	w.name = "job~1";
+	w.name_len = 5;
+	proto_peer_init(&fw, PROTO_ROLE_FORWARDER);
+	round_trip(&fw, &w, &out);
+	assert_int_equal(out.flags, PROTO_WELCOME_F_NAME);
+	assert_int_equal(out.name_len, 5);
+	assert_memory_equal(out.name, "job~1", 5);
+	/* flag without a name, a name without the flag, a bad name */
+	w.name_len = 0;
+	assert_int_equal(proto_encode(&w, buf, sizeof(buf)), -EINVAL);
+	w.flags = 0;
+	w.name_len = 5;
+	assert_int_equal(proto_encode(&w, buf, sizeof(buf)), -EINVAL);
+	w.flags = PROTO_WELCOME_F_NAME;
+	w.name = "a/b~1";
+	ssize_t n = proto_encode(&w, buf, sizeof(buf));
+	proto_peer_init(&fw, PROTO_ROLE_FORWARDER);
+	assert_int_equal(decode_raw(&fw, buf, (size_t)n), PROTO_ERR_NSPACE);
+}
+
 static void test_names(void **state)
 {
 	for (int c = 0; c <= PROTO_ERR_FIELD + 5; c++)
@@ -659,6 +693,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_hello),
 	    cmocka_unit_test(test_order_and_direction),
 	    cmocka_unit_test(test_bad_fields),
+	    cmocka_unit_test(test_welcome_name),
 	    cmocka_unit_test(test_names),
 	    cmocka_unit_test(test_stream_of_frames),
 	};

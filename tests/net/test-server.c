@@ -275,12 +275,18 @@ static void test_refusals(void **state)
 
 	send_hello(c, a, "dup", 0, 4);
 	expect(c, a, &p1, PROTO_WELCOME, &f);
-	/* Rank 2 is reserved by a (no RANK_START yet): refused. */
+	/* Rank 2 is reserved by a (no RANK_START yet): b's run gets a
+	 * distinct name, "dup" is left alone (docs/filesystem.md). */
 	int b = client(c);
 	send_hello(c, b, "dup", 2, 1);
-	expect(c, b, &p2, PROTO_ERROR, &f);
-	assert_int_equal(f.code, PROTO_REFUSED_EXISTS);
-	expect_closed(c, b, &p2);
+	expect(c, b, &p2, PROTO_WELCOME, &f);
+	start_rank(c, b, 2);
+	spin(c, 5);
+	router_job_t *renamed = router_job_lookup(c->r, "dup~1");
+	assert_non_null(renamed);
+	assert_string_equal(router_job_requested(renamed), "dup");
+	assert_non_null(router_job_rank(renamed, 2));
+	assert_null(router_job_lookup(c->r, "dup")); /* a: no RANK_START */
 	close(b);
 	/* Garbage on a third connection closes only that one. */
 	int g = client(c);

@@ -9,7 +9,7 @@
 
 SECRET="$T/rootfile"
 WANT=$(root_file "$SECRET")
-STARTS=${STARTS:-25}
+STARTS=${STARTS:-100}
 
 # racer DIR: as nobody, rename DIR/iofs.sock away and put a link to the
 # root file in its place, in a loop (until killed)
