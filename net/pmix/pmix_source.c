@@ -606,6 +606,12 @@ static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
 		       nspace);
 		return NULL;
 	}
+	if (ps->prrte)
+		ps_log(ps, LOG_INFO,
+		       "%s: with PRRTE, stdin reaches only the ranks in prun "
+		       "--stdin's set (rank 0 by default); PRRTE drops writes "
+		       "to the others and a tool cannot learn the set",
+		       nspace);
 	/* the size first: every rank is then published (with the job size)
 	 * before its output, which the server keeps until we pull */
 	request_size(job);

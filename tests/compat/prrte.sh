@@ -135,6 +135,8 @@ assert_eq "$J/1 stdin echoed" "$(printf 'start 1\nin 1: one\nin 1: two\nin 1: al
 assert_eq "$J/2 job stdin + EOF" "$(printf 'start 2\nin 2: all\neof 2')" "$(cat "$MNT/$J/2/stdout")"
 assert_eq "$J/0 stdin_bytes" "$(($(stat -c %s "$T/in.data") + 4))" "$(info_get "$MNT/$J/0/info" stdin_bytes)"
 ! grep -q 'IOF_COMPLETE' "$T/iofs.log" || fail "EOF push logged as an error: $(grep IOF_COMPLETE "$T/iofs.log")"
+grep -q "$J: with PRRTE, stdin reaches only the ranks in prun --stdin's set" "$T/iofs.log" ||
+	fail "no notice about prun --stdin's set"
 log "ok: stdin (300 KiB, chunked) to each rank and to the job under --stdin all, EOF ends them"
 
 # ---- 3: late job, then the DVM killed while attached ----------------------
