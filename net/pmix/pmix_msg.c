@@ -40,19 +40,26 @@ struct ps_msg *ps_msg_new(pmix_source_t *ps, enum ps_msg_kind kind)
 	return m;
 }
 
-struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
+void ps_op_rearm(struct ps_msg *m)
 {
-	struct ps_msg *m = ps_msg_new(ps, kind);
+	pmix_source_t *ps = m->ps;
 
-	if (!m)
-		return NULL;
 	pthread_mutex_lock(&ps->lock);
 	m->pending = true;
+	m->prev = NULL;
 	m->next = ps->pending;
 	if (m->next)
 		m->next->prev = m;
 	ps->pending = m;
 	pthread_mutex_unlock(&ps->lock);
+}
+
+struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
+{
+	struct ps_msg *m = ps_msg_new(ps, kind);
+
+	if (m)
+		ps_op_rearm(m);
 	return m;
 }
 
@@ -62,7 +69,7 @@ bool ps_op_claim(struct ps_msg *m)
 	bool mine;
 
 	pthread_mutex_lock(&ps->lock);
-	mine = m->pending;
+	mine = m->pending && !ps->detached;
 	if (mine) {
 		m->pending = false;
 		if (m->prev)
