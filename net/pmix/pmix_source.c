@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * PMIx source: connection (PMIx_tool_init), the PMIx callbacks (progress
- * thread), namespace discovery (PMIX_QUERY_NAMESPACES on a timer and on job
- * events), PMIx_IOF_pull per namespace, and the job / loss events.
+ * thread), the requery timer, and the job / loss events.  Namespace
+ * discovery and the pulls are in pmix_discover.c, the messages in
+ * pmix_msg.c, the jobs in pmix_job.c.
  *
  * The progress-thread rule (PMIx_server_IOF_deliver(3)): every PMIx callback here (pt_*)
  * copies what it was handed into a struct ps_msg, then router_defer()s it;
@@ -165,9 +166,8 @@ static void dir_from_info(router_directives_t *d, const pmix_info_t *info)
 	}
 }
 
-static void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel,
-		   pmix_proc_t *source, pmix_byte_object_t *payload,
-		   pmix_info_t info[], size_t ninfo)
+void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel, pmix_proc_t *source,
+	    pmix_byte_object_t *payload, pmix_info_t info[], size_t ninfo)
 {
 	pmix_source_t *ps = owner_get();
 	struct ps_msg *m;
@@ -266,9 +266,9 @@ static void pt_evreg(pmix_status_t status, size_t refid, void *cbdata)
 	ps_unref(ps);
 }
 
-static void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
-		     void *cbdata, pmix_release_cbfunc_t release_fn,
-		     void *release_cbdata)
+void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
+	      void *cbdata, pmix_release_cbfunc_t release_fn,
+	      void *release_cbdata)
 {
 	struct ps_msg *m = cbdata;
 	bool mine = ps_op_claim(m);
@@ -287,7 +287,7 @@ static void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
 		ps_post(m);
 }
 
-static void pt_size(pmix_status_t status, pmix_value_t *kv, void *cbdata)
+void pt_size(pmix_status_t status, pmix_value_t *kv, void *cbdata)
 {
 	struct ps_msg *m = cbdata;
 
@@ -305,7 +305,7 @@ static void pt_size(pmix_status_t status, pmix_value_t *kv, void *cbdata)
 	ps_post(m);
 }
 
-static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
+void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
 {
 	struct ps_msg *m = cbdata;
 
@@ -325,12 +325,12 @@ static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
  * PMIX_ERR_UNREACH: PRRTE answers operations and raises events with it
  * about other procs (a prun that exited) while our connection is fine;
  * a real loss is reported by PMIX_ERR_LOST_CONNECTION within ~1 s. */
-static bool is_loss(pmix_status_t st)
+bool ps_is_loss(pmix_status_t st)
 {
 	return st == PMIX_ERR_LOST_CONNECTION || st == PMIX_ERR_COMM_FAILURE;
 }
 
-static void source_lost(pmix_source_t *ps, pmix_status_t why)
+void ps_source_lost(pmix_source_t *ps, pmix_status_t why)
 {
 	if (ps->lost)
 		return;
@@ -344,279 +344,6 @@ static void source_lost(pmix_source_t *ps, pmix_status_t why)
 		ps_job_lost(job);
 }
 
-static void start_pull(struct ps_job *job);
-
-/* PMIx_IOF_pull of stdout|stderr of @proc (cbdata @m, on ps->pending). */
-static pmix_status_t pull(struct ps_msg *m)
-{
-	pmix_status_t st;
-
-/* GCC 12 false positive: it sizes &m->proc as its first member (the
- * 256-byte nspace) after PMIX_LOAD_PROCID */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overread"
-#endif
-	st = PMIx_IOF_pull(&m->proc, 1, NULL, 0,
-			   PMIX_FWD_STDOUT_CHANNEL | PMIX_FWD_STDERR_CHANNEL,
-			   pt_iof, pt_pulled, m);
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-	return st;
-}
-
-/*
- * Be early: one pull for every namespace, registered at attach time, so
- * the server forwards a job's output from its first byte.  PMIx matches a
- * pull's proc against an output's source with PMIX_CHECK_PROCID, where an
- * empty (invalid) nspace matches any nspace and PMIX_RANK_WILDCARD any
- * rank (openpmix src/common/pmix_iof.c, bfrop_base_tma.h).  A pull made
- * when iofs first sees a job comes after the output its ranks printed in
- * their first ~0.3 s, which PRRTE's server does not replay (docs/pmix.md).
- * If the server refuses it, each job is pulled on its own (start_pull).
- */
-static void start_pull_all(pmix_source_t *ps)
-{
-	struct ps_msg *m = ps_op_new(ps, PS_MSG_PULLED);
-	pmix_status_t st;
-
-	ps->pull_all = PS_PULL_ALL_REFUSED;
-	if (!m)
-		return;
-	m->nspace[0] = '\0'; /* marks the all-namespaces pull */
-	PMIX_LOAD_PROCID(&m->proc, "", PMIX_RANK_WILDCARD);
-	st = pull(m);
-	if (st != PMIX_SUCCESS) {
-		ps_log(ps, LOG_WARNING,
-		       "pull of all namespaces refused (%s): pulling each job "
-		       "when it is seen; its first output may be missed",
-		       PMIx_Error_string(st));
-		ps_op_abort(m);
-		return;
-	}
-	ps->pull_all = PS_PULL_ALL_PENDING;
-}
-
-static void on_pulled_all(pmix_source_t *ps, struct ps_msg *m)
-{
-	if (m->status == PMIX_SUCCESS) {
-		ps->pull_all = PS_PULL_ALL_OK;
-		return;
-	}
-	ps->pull_all = PS_PULL_ALL_REFUSED;
-	ps_log(ps, LOG_WARNING,
-	       "pull of all namespaces refused (%s): pulling each job when "
-	       "it is seen; its first output may be missed",
-	       PMIx_Error_string(m->status));
-	if (is_loss(m->status)) {
-		source_lost(ps, m->status);
-		return;
-	}
-	for (struct ps_job *job = ps->jobs; job; job = job->next)
-		if (!job->ignored)
-			start_pull(job);
-}
-
-static void start_pull(struct ps_job *job)
-{
-	pmix_source_t *ps = job->ps;
-	struct ps_msg *m;
-	pmix_status_t st;
-
-	if (job->pulling || job->size_pending || ps->lost)
-		return;
-	if (ps->pull_all == PS_PULL_ALL_PENDING)
-		return; /* started when the answer says it is needed */
-	if (ps->pull_all == PS_PULL_ALL_OK) {
-		job->pulling = true; /* covered by the all-namespaces pull */
-		return;
-	}
-	m = ps_op_new(ps, PS_MSG_PULLED);
-	if (!m)
-		return;
-	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
-	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
-	st = pull(m);
-	if (st != PMIX_SUCCESS) {
-		ps_log(ps, LOG_WARNING,
-		       "PMIx_IOF_pull %s: %s (retried at the next query)",
-		       job->nspace, PMIx_Error_string(st));
-		ps_op_abort(m);
-		return;
-	}
-	job->pulling = true;
-}
-
-/* One PMIx_Get_nb at a time: libpmix 5.0.7 answers every pending get of
- * the same proc from one reply and frees the request that reply belongs
- * to while still walking the list with it (heap-use-after-free in
- * PMIx_Check_nspace, openpmix v5.0.7 src/client/pmix_client_get.c
- * _getnb_cbfunc; docs/pmix.md).  With a single get in flight that walk
- * ends at the freed request.  Jobs wait (size_pending, !size_asked) in
- * discovery order; ps_size_next() asks for the next. */
-static void request_size(struct ps_job *job)
-{
-	pmix_source_t *ps = job->ps;
-	struct ps_msg *m;
-	int timeout = 5;
-	pmix_status_t st;
-
-	job->size_pending = true; /* pull after the answer (or the wait) */
-	if (ps->size_inflight || ps->lost || ps->closing)
-		return; /* asked by ps_size_next() */
-	m = ps_op_new(ps, PS_MSG_SIZE);
-	if (!m) {
-		job->size_pending = false;
-		return;
-	}
-	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
-	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
-	PMIX_INFO_CREATE(m->info, 1);
-	if (m->info) {
-		m->ninfo = 1;
-		PMIx_Info_load(&m->info[0], PMIX_TIMEOUT, &timeout, PMIX_INT);
-	}
-	st =
-	    PMIx_Get_nb(&m->proc, PMIX_JOB_SIZE, m->info, m->ninfo, pt_size, m);
-	if (st != PMIX_SUCCESS) {
-		ps_op_abort(m); /* ranks then appear with their first output */
-		job->size_pending = false;
-		return;
-	}
-	job->size_asked = true;
-	ps->size_inflight = true;
-}
-
-/* The size get in flight was answered: ask for the next waiting job's. */
-static void ps_size_next(pmix_source_t *ps)
-{
-	ps->size_inflight = false;
-	for (struct ps_job *job = ps->jobs; job && !ps->size_inflight;
-	     job = job->next)
-		if (job->size_pending && !job->size_asked && !job->ignored) {
-			request_size(job);
-			if (!job->size_pending) { /* refused: pull without it */
-				start_pull(job);
-				ps_job_release_held(job);
-			}
-		}
-}
-
-/* A namespace the server runs: the job record, pulling its output. */
-static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
-{
-	struct ps_job *job;
-
-	if (!nspace[0] || strcmp(nspace, ps->me.nspace) == 0)
-		return NULL;
-	job = ps_job_find(ps, nspace);
-	if (job)
-		return job->ignored ? NULL : job;
-	job = ps_job_new(ps, nspace);
-	if (!job) {
-		ps_log(ps, LOG_ERR,
-		       "namespace '%s' not followed: out of memory", nspace);
-		return NULL;
-	}
-	if (job->ignored) { /* remembered, so this is said once */
-		ps_log(ps, LOG_WARNING,
-		       "ignoring namespace '%s': not a valid directory name",
-		       nspace);
-		return NULL;
-	}
-	if (ps->prrte)
-		ps_log(ps, LOG_INFO,
-		       "%s: with PRRTE, stdin reaches only the ranks in prun "
-		       "--stdin's set (rank 0 by default); PRRTE drops writes "
-		       "to the others and a tool cannot learn the set",
-		       nspace);
-	/* the size first: every rank is then published (with the job size)
-	 * before its output, which the server keeps until we pull */
-	request_size(job);
-	start_pull(job);
-	return job;
-}
-
-static void query_now(pmix_source_t *ps)
-{
-	struct ps_msg *m;
-	pmix_status_t st;
-
-	if (ps->lost || ps->closing || ps->query_inflight)
-		return;
-	m = ps_op_new(ps, PS_MSG_QUERY);
-	if (!m)
-		return;
-	PMIX_QUERY_CREATE(m->queries, 1);
-	if (!m->queries) {
-		ps_op_abort(m);
-		return;
-	}
-	PMIX_ARGV_APPEND(st, m->queries[0].keys, PMIX_QUERY_NAMESPACES);
-	st = PMIx_Query_info_nb(m->queries, 1, pt_query, m);
-	if (st != PMIX_SUCCESS) {
-		ps_op_abort(m);
-		if (is_loss(st) || st == PMIX_ERR_UNREACH) /* not connected */
-			source_lost(ps, st);
-		return;
-	}
-	ps->query_inflight = true;
-}
-
-static void on_query(pmix_source_t *ps, struct ps_msg *m)
-{
-	struct ps_job *job;
-	char *save, *tok;
-
-	ps->query_inflight = false;
-	/* PRRTE answers UNREACH for a while after another tool (a prun)
-	 * left, our connection being fine: only answers that stay UNREACH
-	 * for PS_UNREACH_QUERIES queries in a row mean the server is gone */
-	if (is_loss(m->status) ||
-	    (m->status == PMIX_ERR_UNREACH &&
-	     ++ps->unreach_answers >= PS_UNREACH_QUERIES)) {
-		source_lost(ps, m->status);
-		return;
-	}
-	if (m->status != PMIX_ERR_UNREACH)
-		ps->unreach_answers = 0;
-	if (m->status != PMIX_SUCCESS && m->status != PMIX_ERR_NOT_FOUND)
-		return; /* transient: the next query tries again */
-	for (job = ps->jobs; job; job = job->next)
-		job->listed = false;
-	for (tok = m->bytes ? strtok_r(m->bytes, ",", &save) : NULL; tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		job = discover(ps, tok);
-		if (job)
-			job->listed = true;
-	}
-	for (job = ps->jobs; job; job = job->next) {
-		if (job->ignored)
-			continue;
-		if (job->size_pending &&
-		    ++job->size_wait > PS_SIZE_WAIT_QUERIES) {
-			ps_log(ps, LOG_NOTICE,
-			       "%s: no PMIX_JOB_SIZE answer: pulling anyway",
-			       job->nspace);
-			job->size_pending = false;
-			start_pull(job);
-			ps_job_release_held(job);
-		}
-		if (job->ended)
-			continue;
-		if (!job->listed) {
-			ps_job_vanished(job);
-		} else {
-			if (job->vanishing) {
-				job->vanishing = false;
-				evtimer_del(job->grace_ev);
-			}
-			start_pull(job); /* a failed pull is retried */
-		}
-	}
-}
-
 static void on_event(pmix_source_t *ps, struct ps_msg *m)
 {
 	struct ps_job *job;
@@ -625,12 +352,12 @@ static void on_event(pmix_source_t *ps, struct ps_msg *m)
 	 * PMIX_ERR_LOST_CONNECTION (source: the DVM itself) when another
 	 * tool, e.g. a prun, goes away.  So ask the server at once: our
 	 * query fails if our connection is really gone (on_query). */
-	if (is_loss(m->status) || m->status == PMIX_ERR_UNREACH) {
+	if (ps_is_loss(m->status) || m->status == PMIX_ERR_UNREACH) {
 		ps->query_inflight = false;
-		query_now(ps);
+		ps_query_now(ps);
 		return;
 	}
-	job = m->nspace[0] ? discover(ps, m->nspace) : NULL;
+	job = m->nspace[0] ? ps_discover(ps, m->nspace) : NULL;
 	if (m->status == PMIX_EVENT_JOB_END && job) {
 		/* PRRTE 3.0.8 gives a tool no per-rank code: no
 		 * PROC_TERMINATED, and its process table shows no rank
@@ -647,7 +374,7 @@ static void on_event(pmix_source_t *ps, struct ps_msg *m)
 		ps_job_rank_end(job, m->rank, m->have_code ? m->code : 0);
 	} else if (m->status == PMIX_EVENT_JOB_START ||
 		   m->status == PMIX_LAUNCH_COMPLETE) {
-		query_now(ps);
+		ps_query_now(ps);
 	}
 }
 
@@ -663,7 +390,7 @@ static void ps_dispatch(void *arg)
 	}
 	switch (m->kind) {
 	case PS_MSG_IOF:
-		job = discover(ps, m->nspace);
+		job = ps_discover(ps, m->nspace);
 		if (job) {
 			ps_job_iof(job, m); /* takes m */
 			return;
@@ -673,7 +400,7 @@ static void ps_dispatch(void *arg)
 		on_event(ps, m);
 		break;
 	case PS_MSG_QUERY:
-		on_query(ps, m);
+		ps_query_done(ps, m);
 		break;
 	case PS_MSG_SIZE:
 		job = ps_job_find(ps, m->nspace);
@@ -681,14 +408,14 @@ static void ps_dispatch(void *arg)
 			ps_job_set_size(job, m->rank);
 		if (job) {
 			job->size_pending = false;
-			start_pull(job);
+			ps_pull_start(job);
 			ps_job_release_held(job);
 		}
 		ps_size_next(ps);
 		break;
 	case PS_MSG_PULLED:
 		if (!m->nspace[0]) {
-			on_pulled_all(ps, m);
+			ps_pull_all_done(ps, m);
 			break;
 		}
 		job = ps_job_find(ps, m->nspace);
@@ -699,8 +426,8 @@ static void ps_dispatch(void *arg)
 			ps_log(ps, LOG_WARNING, "PMIx_IOF_pull %s refused: %s",
 			       m->nspace, PMIx_Error_string(m->status));
 			job->pulling = false;
-			if (is_loss(m->status))
-				source_lost(ps, m->status);
+			if (ps_is_loss(m->status))
+				ps_source_lost(ps, m->status);
 		}
 		break;
 	case PS_MSG_PUSHED:
@@ -725,7 +452,7 @@ static void on_requery(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!ps->query_inflight)
 		ps->query_ticks = 0;
-	query_now(ps);
+	ps_query_now(ps);
 }
 
 static void on_server_xon(evutil_socket_t fd, short what, void *arg)
@@ -787,15 +514,58 @@ static int server_info(const char *server, pmix_info_t *info, char *err,
 	return 1;
 }
 
-int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
-		    const char *server, char *err, size_t errlen,
-		    pmix_source_t **out)
+/* Just attached (PMIx_tool_init): become the owner, learn whether the
+ * server is PRRTE, register the event handler, pull, query, and start the
+ * requery timer. */
+static void ps_attached(pmix_source_t *ps, const char *server)
 {
 	static pmix_status_t codes[] = {
 	    PMIX_EVENT_JOB_END,	      PMIX_EVENT_PROC_TERMINATED,
 	    PMIX_EVENT_JOB_START,     PMIX_LAUNCH_COMPLETE,
 	    PMIX_ERR_LOST_CONNECTION, PMIX_ERR_UNREACH,
 	};
+	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
+	pmix_status_t st;
+
+	pthread_mutex_lock(&owner.lock);
+	owner.owner = ps;
+	pthread_mutex_unlock(&owner.lock);
+	ps_log(ps, LOG_INFO, "attached to %s as tool %s.%u (%s)", server,
+	       ps->me.nspace, ps->me.rank, PMIx_Get_version());
+	/* PRRTE names its tools after itself ("prte-<host>-<pid>@N",
+	 * "prterun-..."; libpmix servers say "tool-..."), and PRRTE 3.0.8
+	 * (measured, docs/pmix.md) loses the connection on a stdin push
+	 * larger than its PRTE_IOF_BASE_MSG_MAX (4096) and never delivers a
+	 * push to the wildcard rank: chunk pushes, push rank by rank. */
+	if (strncmp(ps->me.nspace, "prte", 4) == 0) {
+		ps->prrte = true;
+		ps->push_max = PS_PRRTE_PUSH_MAX;
+		ps_log(ps, LOG_INFO,
+		       "the server is PRRTE: stdin goes in pushes of at most "
+		       "%d bytes, a job's stdin rank by rank",
+		       PS_PRRTE_PUSH_MAX);
+	}
+
+	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
+	pthread_mutex_lock(&owner.lock);
+	owner.ready_count = 0;
+	pthread_mutex_unlock(&owner.lock);
+	st =
+	    PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]),
+					NULL, 0, pt_event, pt_evreg, &owner);
+	if (st != PMIX_SUCCESS)
+		pt_evreg(st, 0, NULL);
+	ps_pull_all_start(ps);
+	ready_wait(ps,
+		   (st == PMIX_SUCCESS) + (ps->pull_all == PS_PULL_ALL_PENDING));
+	ps_query_now(ps);
+	event_add(ps->requery_ev, &tv);
+}
+
+int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
+		    const char *server, char *err, size_t errlen,
+		    pmix_source_t **out)
+{
 	pmix_info_t *info;
 	pmix_source_t *ps;
 	uint32_t retries = 0;
@@ -855,40 +625,7 @@ int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
 		rc = -ECONNREFUSED;
 		goto out_destroy;
 	}
-	pthread_mutex_lock(&owner.lock);
-	owner.owner = ps;
-	pthread_mutex_unlock(&owner.lock);
-	ps_log(ps, LOG_INFO, "attached to %s as tool %s.%u (%s)", server,
-	       ps->me.nspace, ps->me.rank, PMIx_Get_version());
-	/* PRRTE names its tools after itself ("prte-<host>-<pid>@N",
-	 * "prterun-..."; libpmix servers say "tool-..."), and PRRTE 3.0.8
-	 * (measured, docs/pmix.md) loses the connection on a stdin push
-	 * larger than its PRTE_IOF_BASE_MSG_MAX (4096) and never delivers a
-	 * push to the wildcard rank: chunk pushes, push rank by rank. */
-	if (strncmp(ps->me.nspace, "prte", 4) == 0) {
-		ps->prrte = true;
-		ps->push_max = PS_PRRTE_PUSH_MAX;
-		ps_log(ps, LOG_INFO,
-		       "the server is PRRTE: stdin goes in pushes of at most "
-		       "%d bytes, a job's stdin rank by rank",
-		       PS_PRRTE_PUSH_MAX);
-	}
-
-	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
-	pthread_mutex_lock(&owner.lock);
-	owner.ready_count = 0;
-	pthread_mutex_unlock(&owner.lock);
-	st =
-	    PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]),
-					NULL, 0, pt_event, pt_evreg, &owner);
-	if (st != PMIX_SUCCESS)
-		pt_evreg(st, 0, NULL);
-	start_pull_all(ps);
-	ready_wait(ps,
-		   (st == PMIX_SUCCESS) + (ps->pull_all == PS_PULL_ALL_PENDING));
-	query_now(ps);
-	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
-	event_add(ps->requery_ev, &tv);
+	ps_attached(ps, server);
 	PMIX_INFO_FREE(info, 2);
 	*out = ps;
 	return 0;

@@ -207,6 +207,33 @@ void ps_op_abort(struct ps_msg *m);
 /* Any thread: free @m's payload and drop its reference. */
 void ps_msg_free(struct ps_msg *m);
 
+/* pmix_source.c: the progress-thread callbacks of the ops below, and the
+ * loss of the server (loop thread). */
+void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel, pmix_proc_t *source,
+	    pmix_byte_object_t *payload, pmix_info_t info[], size_t ninfo);
+void pt_size(pmix_status_t status, pmix_value_t *kv, void *cbdata);
+void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
+	      void *cbdata, pmix_release_cbfunc_t release_fn,
+	      void *release_cbdata);
+void pt_pulled(pmix_status_t status, size_t refid, void *cbdata);
+/* A status that says our connection to the server is gone. */
+bool ps_is_loss(pmix_status_t st);
+void ps_source_lost(pmix_source_t *ps, pmix_status_t why);
+
+/* pmix_discover.c (loop thread): the namespaces query and its answer; a
+ * namespace seen for the first time (NULL: ours, ignored or no memory);
+ * the all-namespaces pull at attach and its answer; a job's own pull when
+ * that one was refused; the job-size gets, one in flight (ps_size_next
+ * asks for the next). */
+void ps_query_now(pmix_source_t *ps);
+void ps_query_done(pmix_source_t *ps, struct ps_msg *m);
+struct ps_job *ps_discover(pmix_source_t *ps, const char *nspace);
+void ps_pull_all_start(pmix_source_t *ps);
+void ps_pull_all_done(pmix_source_t *ps, struct ps_msg *m);
+void ps_pull_start(struct ps_job *job);
+void ps_size_request(struct ps_job *job);
+void ps_size_next(pmix_source_t *ps);
+
 /* pmix_job.c (loop thread) */
 struct ps_job *ps_job_find(pmix_source_t *ps, const char *nspace);
 struct ps_job *ps_job_new(pmix_source_t *ps, const char *nspace);
