@@ -112,7 +112,9 @@ static router_job_t *job_new(router_t *r, const char *nspace,
 	if (strmap_put(&r->job_index, job->nspace, job) < 0)
 		goto fail_free;
 	for (int ci = 0; ci < CI_N; ci++) {
-		stream_init(&job->m[ci].s, r, merged_stream_flow, now);
+		stream_init(&job->m[ci].s, r, merged_stream_flow, now, job,
+			    ROUTER_RANK_WILDCARD,
+			    ci == CI_OUT ? ROUTER_CH_STDOUT : ROUTER_CH_STDERR);
 		job->m[ci].job = job;
 	}
 	TAILQ_INSERT_TAIL(&r->jobs, job, link);
@@ -144,11 +146,32 @@ static void job_free(router_job_t *job)
 		rank_free(r, job->ranks[i]);
 	for (int ci = 0; ci < CI_N; ci++)
 		stream_destroy(&job->m[ci].s);
+	if (job->store)
+		r->store->job_close(job->store);
 	TAILQ_REMOVE(&r->all_jobs, job, all_link);
 	free(job->ranks);
 	free(job->requested);
 	free(job->nspace);
 	free(job);
+}
+
+void *job_store(router_job_t *job)
+{
+	router_t *r = job->r;
+	int rc;
+
+	if (job->store || job->store_failed || !r->store)
+		return job->store;
+	rc = r->store->job_open(r->store_ctx, job->nspace, &job->store);
+	if (rc < 0) {
+		job->store = NULL;
+		job->store_failed = true;
+		router_logf(r, LOG_ERR,
+			    "job %s: spool: %s: only the last window of its "
+			    "streams is kept",
+			    job->nspace, strerror(-rc));
+	}
+	return job->store;
 }
 
 router_job_t *router_job_ref(router_job_t *job)
@@ -347,7 +370,8 @@ static router_rank_t *rank_new(router_job_t *job, uint32_t id,
 	TAILQ_INIT(&rank->sent);
 	for (int ci = 0; ci < CI_N; ci++) {
 		stream_init(&rank->ch[ci].s, r, rank_stream_flow,
-			    router_now(r));
+			    router_now(r), job, id,
+			    ci == CI_OUT ? ROUTER_CH_STDOUT : ROUTER_CH_STDERR);
 		rank->ch[ci].rank = rank;
 	}
 	at = rank_search(job, id);

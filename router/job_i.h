@@ -88,6 +88,8 @@ struct router_job {
 	bool complete;
 	uint32_t writers; /* writers attached to the job's stdin */
 	struct merged m[CI_N];
+	void *store;	   /* router_store_ops job handle, NULL until needed */
+	bool store_failed; /* job_open failed: logged once, no storage */
 };
 
 /* 0 or ROUTER_ERR_BAD_PARAM; *ci set. */
@@ -102,6 +104,9 @@ int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 		const void *bytes, size_t len, const router_directives_t *d);
 /* Shutdown: complete everything, release every latch. */
 void job_shutdown(router_job_t *job);
+/* The job's storage handle, opened on first use: NULL if the router has
+ * no storage or it failed (logged once). */
+void *job_store(router_job_t *job);
 /* router_free(): drop the job whatever its references. */
 void job_destroy(router_job_t *job);
 

@@ -583,6 +583,8 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->clock = cfg->clock ? cfg->clock : default_clock;
 	r->clock_ctx = cfg->clock_ctx;
 	r->log = cfg->log;
+	r->store = cfg->store;
+	r->store_ctx = cfg->store_ctx;
 	r->loop_thread = pthread_self();
 	TAILQ_INIT(&r->jobs);
 	TAILQ_INIT(&r->all_jobs);

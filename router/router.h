@@ -137,6 +137,30 @@ bool router_dir_local_output(const router_directives_t *d);
 typedef void (*router_op_cb_t)(int status, void *cbdata);
 typedef uint64_t (*router_clock_fn)(void *ctx); /* CLOCK_REALTIME, ns */
 
+/*
+ * Optional storage behind every stream (the spool, fs/spool.h): each
+ * stream's bytes are appended to it, from offset 0, so the in-memory window
+ * only holds what is in flight and a reader older than the window is served
+ * from it.  Loop thread only.  Handles are opened lazily on a stream's first
+ * byte (a job's on its first stream).  -errno on failure; the router then
+ * logs it once and falls back to the window for that stream.
+ */
+struct router_store_ops {
+	/* A job's storage (@nspace borrowed). */
+	int (*job_open)(void *ctx, const char *nspace, void **jh);
+	/* Drop a job's storage (every stream of it closed first). */
+	void (*job_close)(void *jh);
+	/* A stream of the job: @rank or ROUTER_RANK_WILDCARD (merged view),
+	 * @channel ROUTER_CH_STDOUT or ROUTER_CH_STDERR. */
+	int (*open)(void *jh, uint32_t rank, uint32_t channel, void **h);
+	/* Append: bytes written (may be short), or -errno.  -ENOSPC and
+	 * -EDQUOT are not fatal: the router retries later. */
+	ssize_t (*append)(void *h, const struct iovec *iov, int iovcnt);
+	/* Read up to @n bytes at @off (< bytes appended): > 0, or -errno. */
+	ssize_t (*read_at)(void *h, uint64_t off, void *buf, size_t n);
+	void (*close)(void *h);
+};
+
 struct router_config {
 	size_t window;         /* retained bytes per stream; 0 = 1 MiB */
 	size_t low_water;      /* XON when the lag falls to this; 0 = window/2 */
@@ -146,6 +170,9 @@ struct router_config {
 	router_clock_fn clock; /* NULL = clock_gettime(CLOCK_REALTIME) */
 	void *clock_ctx;
 	iofs_log_t *log; /* borrowed, outlives the router; NULL = stderr */
+	/* NULL = no storage: the window is all there is (docs/design.md). */
+	const struct router_store_ops *store;
+	void *store_ctx;
 };
 
 /*

@@ -46,6 +46,8 @@ struct router {
 	router_clock_fn clock;
 	void *clock_ctx;
 	iofs_log_t *log;       /* borrowed */
+	const struct router_store_ops *store; /* NULL = none */
+	void *store_ctx;
 	pthread_t loop_thread; /* under xq_lock */
 	bool shut;	       /* router_shutdown() ran (loop-thread view) */
 	bool freeing;	       /* inside router_free() */

@@ -3,24 +3,38 @@
 #include "router/stream_i.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
+#include "router/job_i.h"
 #include "router/router_i.h"
 
+#define STORE_READ_MAX (1u << 20) /* largest read served from the store */
+
 void stream_init(struct stream *s, router_t *r, stream_flow_fn on_flow,
-		 uint64_t now)
+		 uint64_t now, router_job_t *job, uint32_t rank,
+		 uint32_t channel)
 {
 	memset(s, 0, sizeof(*s));
 	s->r = r;
 	s->on_flow = on_flow;
 	s->mtime_ns = now;
+	s->job = job;
+	s->rank = rank;
+	s->channel = channel;
 	TAILQ_INIT(&s->readers);
 }
 
 void stream_destroy(struct stream *s)
 {
 	stream_flow_release(s);
+	if (s->store) {
+		s->r->store->close(s->store);
+		s->store = NULL;
+	}
 	if (s->buf) {
 		s->r->mem_used -= s->cap;
 		free(s->buf);
@@ -34,6 +48,76 @@ static size_t ring_idx(const struct stream *s, uint64_t off)
 	return (s->head + (size_t)(off - s->start)) % s->cap;
 }
 
+/* The store takes every byte from here on (the ring keeps what it has
+ * not taken yet). */
+static bool store_live(const struct stream *s)
+{
+	return s->r->store && !s->store_failed;
+}
+
+static void store_give_up(struct stream *s, int err, const char *what)
+{
+	char rank[16] = "merged";
+
+	s->store_failed = true;
+	if (s->rank != ROUTER_RANK_WILDCARD)
+		snprintf(rank, sizeof(rank), "%" PRIu32, s->rank);
+	router_logf(s->r, LOG_ERR,
+		    "%s/%s/%s: spool %s: %s: from byte %" PRIu64
+		    " on only the last window of it is kept",
+		    router_job_nspace(s->job), rank,
+		    s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr", what,
+		    strerror(err), s->stored);
+}
+
+/* Write [stored, end) from the ring to the store (opened on first use). */
+static void store_sync(struct stream *s)
+{
+	const struct router_store_ops *ops = s->r->store;
+
+	if (!store_live(s) || s->stored >= s->end)
+		return;
+	if (!s->store) {
+		void *jh = job_store(s->job);
+		int rc = jh && s->stored == 0 && s->start == 0
+			     ? ops->open(jh, s->rank, s->channel, &s->store)
+			     : -EIO;
+
+		if (rc < 0) {
+			s->store = NULL;
+			if (jh)
+				store_give_up(s, -rc, "open");
+			else
+				s->store_failed = true; /* logged by the job */
+			return;
+		}
+	}
+	while (s->stored < s->end) {
+		size_t len = (size_t)(s->end - s->stored);
+		size_t idx = ring_idx(s, s->stored);
+		size_t first = s->cap - idx;
+		struct iovec iov[2];
+		int cnt = 1;
+		ssize_t w;
+
+		if (first > len)
+			first = len;
+		iov[0].iov_base = s->buf + idx;
+		iov[0].iov_len = first;
+		if (len > first) {
+			iov[1].iov_base = s->buf;
+			iov[1].iov_len = len - first;
+			cnt = 2;
+		}
+		w = ops->append(s->store, iov, cnt);
+		if (w <= 0) {
+			store_give_up(s, w < 0 ? (int)-w : EIO, "write");
+			return;
+		}
+		s->stored += (uint64_t)w;
+	}
+}
+
 /* Lowest cursor of a blocking reader, UINT64_MAX if there is none. */
 static uint64_t blocking_limit(const struct stream *s)
 {
@@ -45,6 +129,13 @@ static uint64_t blocking_limit(const struct stream *s)
 			m = rd->cursor;
 	}
 	return m;
+}
+
+/* The ring may forget bytes below this: the store's end while it takes
+ * every byte, else the slowest blocking reader's cursor. */
+static uint64_t retain_limit(const struct stream *s)
+{
+	return store_live(s) ? s->stored : blocking_limit(s);
 }
 
 static uint64_t stream_lag(const struct stream *s)
@@ -75,6 +166,8 @@ static void count_dropped(struct stream *s, uint64_t a, uint64_t b)
 {
 	uint64_t m;
 
+	if (s->stored > a) /* still readable from the store */
+		a = s->stored;
 	if (b <= a)
 		return;
 	m = TAILQ_EMPTY(&s->readers) ? a : lowest_cursor(s);
@@ -159,7 +252,7 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 
 	if (n == 0)
 		return 0;
-	limit = blocking_limit(s);
+	limit = retain_limit(s);
 	new_end = s->end + n;
 	target = new_end > r->window ? new_end - r->window : 0;
 	if (target > limit)
@@ -207,6 +300,7 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 		memcpy(s->buf, src + first, n - first);
 		s->end += n;
 	}
+	store_sync(s);
 	s->mtime_ns = now;
 	notify_readers(s);
 	if (stream_lag(s) > r->window)
@@ -243,7 +337,7 @@ void stream_flow_check(struct stream *s)
 	if ((s->held & SUSPEND_LAG) && lag <= r->low_water)
 		latch(s, SUSPEND_LAG, false);
 	if (s->held & SUSPEND_MEM) {
-		uint64_t lim = blocking_limit(s);
+		uint64_t lim = retain_limit(s);
 
 		/* Under memory pressure retention yields: keep only what the
 		 * blocking readers still need.  (No realloc here: a read's
@@ -273,13 +367,19 @@ int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
 	if (!(flags & ROUTER_READER_NONBLOCK))
 		s->nblocking++;
 	/* Existing bytes or EOF: let the reader know. */
-	if (s->end > s->start || s->complete)
+	if (s->end > s->start || s->stored || s->complete)
 		router_queue_ready(s->r, rd);
 	stream_flow_check(s);
 	if (stream_lag(s) > s->r->window && !s->complete)
 		latch(s, SUSPEND_LAG, true);
 	*out = rd;
 	return 0;
+}
+
+/* Readable at stream offset @so: in the ring, or in the store. */
+static bool stream_has(const struct stream *s, uint64_t so)
+{
+	return so >= s->start || so < s->stored;
 }
 
 /* Map a file offset to a stream offset, moving the skew when the reader
@@ -289,11 +389,50 @@ static uint64_t reader_pos(router_reader_t *rd, uint64_t off)
 	struct stream *s = rd->s;
 	uint64_t so = off + rd->skew;
 
-	if (so < s->start) {
+	if (!stream_has(s, so)) {
 		rd->skew += s->start - so;
 		so = s->start;
 	}
 	return so;
+}
+
+/* The reader has read up to @to: move its cursor (with a store, only
+ * forward: a re-read of history holds nobody). */
+static void reader_moved(router_reader_t *rd, uint64_t to)
+{
+	if (!rd->s->r->store || to > rd->cursor)
+		rd->cursor = to;
+	stream_flow_check(rd->s);
+}
+
+/* Serve [so, ...) from the store, into the reader's own buffer. */
+static int read_stored(router_reader_t *rd, uint64_t so, size_t size,
+		       struct iovec iov[2], int *iovcnt, size_t *n)
+{
+	struct stream *s = rd->s;
+	uint64_t have = (s->start < s->stored ? s->start : s->stored) - so;
+	size_t len = size < STORE_READ_MAX ? size : STORE_READ_MAX;
+	ssize_t got;
+
+	if (len > have)
+		len = (size_t)have;
+	if (len > rd->scap) {
+		uint8_t *nb = realloc(rd->sbuf, len);
+
+		if (!nb)
+			return -ENOMEM;
+		rd->sbuf = nb;
+		rd->scap = len;
+	}
+	got = s->r->store->read_at(s->store, so, rd->sbuf, len);
+	if (got <= 0)
+		return got < 0 ? (int)got : -EIO;
+	iov[0].iov_base = rd->sbuf;
+	iov[0].iov_len = (size_t)got;
+	*iovcnt = 1;
+	*n = (size_t)got;
+	reader_moved(rd, so + (uint64_t)got);
+	return ROUTER_SUCCESS;
 }
 
 int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
@@ -310,10 +449,11 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 	s = rd->s;
 	so = reader_pos(rd, off);
 	if (so >= s->end) {
-		rd->cursor = s->end;
-		stream_flow_check(s);
+		reader_moved(rd, s->end);
 		return s->complete ? ROUTER_SUCCESS : ROUTER_AGAIN;
 	}
+	if (so < s->start)
+		return read_stored(rd, so, size, iov, iovcnt, n);
 	len = (size_t)(s->end - so);
 	if (len > size)
 		len = size;
@@ -330,8 +470,7 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 		*iovcnt = 2;
 	}
 	*n = len;
-	rd->cursor = so + len;
-	stream_flow_check(s);
+	reader_moved(rd, so + len);
 	return ROUTER_SUCCESS;
 }
 
@@ -342,7 +481,7 @@ uint64_t router_reader_avail(router_reader_t *rd, uint64_t off)
 	if (!rd)
 		return 0;
 	so = off + rd->skew;
-	if (so < rd->s->start)
+	if (!stream_has(rd->s, so))
 		so = rd->s->start;
 	return so < rd->s->end ? rd->s->end - so : 0;
 }
@@ -354,7 +493,7 @@ bool router_reader_eof(router_reader_t *rd, uint64_t off)
 	if (!rd || !rd->s->complete)
 		return false;
 	so = off + rd->skew;
-	if (so < rd->s->start)
+	if (!stream_has(rd->s, so))
 		so = rd->s->start;
 	return so >= rd->s->end;
 }
@@ -372,5 +511,6 @@ void router_reader_close(router_reader_t *rd)
 	router_unqueue_ready(s->r, rd);
 	stream_flow_check(s);
 	router_job_unref(rd->job);
+	free(rd->sbuf);
 	free(rd);
 }

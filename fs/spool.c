@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+#include "fs/spool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs/safe_dir.h"
+
+#define SPOOL_NAME_TRIES 100000 /* job directory numbers tried per job */
+
+struct spool {
+	iofs_log_t *log; /* borrowed */
+	char *dir;
+	int dirfd; /* the verified top directory */
+	uint64_t next; /* next job directory number to try */
+};
+
+struct spool_job {
+	spool_t *sp;
+	int dirfd;
+	char name[24]; /* its directory in sp->dir */
+};
+
+struct spool_file {
+	struct spool_job *j;
+	int fd;
+	char name[24];
+};
+
+/* "DIR/NAME: WHAT" */
+static void spool_log(spool_t *sp, const char *name, const char *what)
+{
+	iofs_logf(sp->log, LOG_ERR, "spool", "%s/%s: %s", sp->dir, name, what);
+}
+
+/* Write @nspace into the job directory's `nspace` file. */
+static int job_write_name(struct spool_job *j, const char *nspace)
+{
+	char why[256] = "";
+	size_t len = strlen(nspace);
+	int fd = safe_file_open(j->dirfd, "nspace", O_WRONLY, 0600, true,
+				geteuid(), getegid(), why, sizeof(why));
+	ssize_t w;
+
+	if (fd < 0)
+		return fd;
+	w = write(fd, nspace, len);
+	if (w != (ssize_t)len) {
+		int rc = w < 0 ? -errno : -EIO;
+
+		close(fd);
+		return rc;
+	}
+	return close(fd) == 0 ? 0 : -errno;
+}
+
+static int spool_job_open(void *ctx, const char *nspace, void **jh)
+{
+	spool_t *sp = ctx;
+	struct spool_job *j = calloc(1, sizeof(*j));
+	char why[256] = "";
+	int rc = -EEXIST;
+
+	if (!j)
+		return -ENOMEM;
+	j->sp = sp;
+	for (int i = 0; i < SPOOL_NAME_TRIES && rc == -EEXIST; i++) {
+		snprintf(j->name, sizeof(j->name), "%" PRIu64, sp->next++);
+		rc = mkdirat(sp->dirfd, j->name, 0700) == 0 ? 0 : -errno;
+	}
+	if (rc < 0)
+		goto fail_free;
+	j->dirfd = safe_dir_open(sp->dirfd, j->name, geteuid(), getegid(),
+				 0700, why, sizeof(why));
+	if (j->dirfd < 0) {
+		rc = j->dirfd;
+		goto fail_rmdir;
+	}
+	rc = job_write_name(j, nspace);
+	if (rc < 0)
+		goto fail_close;
+	*jh = j;
+	return 0;
+
+fail_close:
+	unlinkat(j->dirfd, "nspace", 0);
+	close(j->dirfd);
+fail_rmdir:
+	unlinkat(sp->dirfd, j->name, AT_REMOVEDIR);
+	if (why[0])
+		spool_log(sp, j->name, why);
+fail_free:
+	free(j);
+	return rc;
+}
+
+static void spool_job_close(void *jh)
+{
+	struct spool_job *j = jh;
+
+	unlinkat(j->dirfd, "nspace", 0);
+	close(j->dirfd);
+	if (unlinkat(j->sp->dirfd, j->name, AT_REMOVEDIR) != 0)
+		spool_log(j->sp, j->name, strerror(errno));
+	free(j);
+}
+
+static int spool_open(void *jh, uint32_t rank, uint32_t channel, void **h)
+{
+	struct spool_job *j = jh;
+	struct spool_file *f = calloc(1, sizeof(*f));
+	const char *ch = channel == ROUTER_CH_STDOUT ? "stdout" : "stderr";
+	char why[256] = "";
+
+	if (!f)
+		return -ENOMEM;
+	f->j = j;
+	if (rank == ROUTER_RANK_WILDCARD)
+		snprintf(f->name, sizeof(f->name), "%s", ch);
+	else
+		snprintf(f->name, sizeof(f->name), "%" PRIu32 ".%s", rank, ch);
+	f->fd = safe_file_open(j->dirfd, f->name, O_RDWR, 0600, true,
+			       geteuid(), getegid(), why, sizeof(why));
+	if (f->fd < 0) {
+		int rc = f->fd;
+
+		if (why[0])
+			spool_log(j->sp, j->name, why);
+		free(f);
+		return rc;
+	}
+	*h = f;
+	return 0;
+}
+
+static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
+{
+	struct spool_file *f = h;
+	ssize_t w;
+
+	do
+		w = writev(f->fd, iov, iovcnt);
+	while (w < 0 && errno == EINTR);
+	return w < 0 ? -errno : w;
+}
+
+static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
+{
+	struct spool_file *f = h;
+	ssize_t got;
+
+	do
+		got = pread(f->fd, buf, n, (off_t)off);
+	while (got < 0 && errno == EINTR);
+	return got < 0 ? -errno : got;
+}
+
+static void spool_close(void *h)
+{
+	struct spool_file *f = h;
+
+	close(f->fd);
+	unlinkat(f->j->dirfd, f->name, 0);
+	free(f);
+}
+
+static const struct router_store_ops spool_ops = {
+	.job_open = spool_job_open,
+	.job_close = spool_job_close,
+	.open = spool_open,
+	.append = spool_append,
+	.read_at = spool_read_at,
+	.close = spool_close,
+};
+
+const struct router_store_ops *spool_store_ops(void)
+{
+	return &spool_ops;
+}
+
+int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
+	      spool_t **out)
+{
+	spool_t *sp = calloc(1, sizeof(*sp));
+	char why[256];
+	int rc;
+
+	*out = NULL;
+	if (!sp || !(sp->dir = strdup(dir))) {
+		free(sp);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	sp->log = log;
+	sp->dirfd = -1;
+	rc = safe_mkdir_p(sp->dir, 0700);
+	if (rc < 0) {
+		snprintf(err, errlen, "spool=%s: %s: give a writable directory",
+			 dir, strerror(-rc));
+		goto out_free;
+	}
+	sp->dirfd = open(sp->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sp->dirfd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "spool=%s: %s", dir, strerror(-rc));
+		goto out_free;
+	}
+	rc = safe_dir_check_top(sp->dirfd, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "spool=%s: %s", dir, why);
+		rc = -rc;
+		goto out_free;
+	}
+	*out = sp;
+	return 0;
+
+out_free:
+	spool_free(sp);
+	return rc;
+}
+
+void spool_free(spool_t *sp)
+{
+	if (!sp)
+		return;
+	if (sp->dirfd >= 0)
+		close(sp->dirfd);
+	free(sp->dir);
+	free(sp);
+}
