@@ -85,6 +85,10 @@ struct router {
 	uint64_t push_seq;
 	TAILQ_HEAD(, flush_wait) flushes;
 
+	/* Streams whose store is full, retried by ev_store. */
+	TAILQ_HEAD(, stream) store_wait;
+	struct event *ev_store;
+
 	size_t mem_used; /* sum of every stream buffer's capacity */
 	char *scratch;	 /* formatting buffer for the merged views */
 	size_t scratch_cap;

@@ -3,6 +3,7 @@
 #include "router/stream_i.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +29,17 @@ void stream_init(struct stream *s, router_t *r, stream_flow_fn on_flow,
 	TAILQ_INIT(&s->readers);
 }
 
+static void store_unwait(struct stream *s)
+{
+	if (s->store_full) {
+		TAILQ_REMOVE(&s->r->store_wait, s, store_link);
+		s->store_full = false;
+	}
+}
+
 void stream_destroy(struct stream *s)
 {
+	store_unwait(s);
 	stream_flow_release(s);
 	if (s->store) {
 		s->r->store->close(s->store);
@@ -55,19 +65,57 @@ static bool store_live(const struct stream *s)
 	return s->r->store && !s->store_failed;
 }
 
-static void store_give_up(struct stream *s, int err, const char *what)
+/* "nspace/rank/stdout" ("merged" for the views) */
+static void stream_name(const struct stream *s, char *buf, size_t len)
 {
 	char rank[16] = "merged";
 
-	s->store_failed = true;
 	if (s->rank != ROUTER_RANK_WILDCARD)
 		snprintf(rank, sizeof(rank), "%" PRIu32, s->rank);
+	snprintf(buf, len, "%s/%s/%s", router_job_nspace(s->job), rank,
+		 s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr");
+}
+
+static void store_give_up(struct stream *s, int err, const char *what)
+{
+	char name[ROUTER_NSPACE_MAX + 32];
+
+	s->store_failed = true;
+	stream_name(s, name, sizeof(name));
 	router_logf(s->r, LOG_ERR,
-		    "%s/%s/%s: spool %s: %s: from byte %" PRIu64
+		    "%s: spool %s: %s: from byte %" PRIu64
 		    " on only the last window of it is kept",
-		    router_job_nspace(s->job), rank,
-		    s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr", what,
-		    strerror(err), s->stored);
+		    name, what, strerror(err), s->stored);
+}
+
+static void latch(struct stream *s, unsigned reason, bool on);
+static void stream_name(const struct stream *s, char *buf, size_t len);
+
+static void store_timer_arm(router_t *r)
+{
+	struct timeval tv = {0, STORE_RETRY_NS / 1000};
+
+	if (!r->shut && !evtimer_pending(r->ev_store, NULL))
+		evtimer_add(r->ev_store, &tv);
+}
+
+/* The store is full: hold the producer(s) back, retry on the timer. */
+static void store_wait(struct stream *s, int err)
+{
+	char name[ROUTER_NSPACE_MAX + 32];
+
+	if (!s->store_full) {
+		stream_name(s, name, sizeof(name));
+		router_logf(s->r, LOG_WARNING,
+			    "%s: spool write: %s: holding its producer back "
+			    "at byte %" PRIu64 ", retrying",
+			    name, strerror(err), s->stored);
+		s->store_full = true;
+		TAILQ_INSERT_TAIL(&s->r->store_wait, s, store_link);
+	}
+	if (!s->complete)
+		latch(s, SUSPEND_SPOOL, true);
+	store_timer_arm(s->r);
 }
 
 /* Write [stored, end) from the ring to the store (opened on first use). */
@@ -110,11 +158,37 @@ static void store_sync(struct stream *s)
 			cnt = 2;
 		}
 		w = ops->append(s->store, iov, cnt);
+		if (w == -ENOSPC || w == -EDQUOT) {
+			store_wait(s, (int)-w);
+			return;
+		}
 		if (w <= 0) {
 			store_give_up(s, w < 0 ? (int)-w : EIO, "write");
 			return;
 		}
 		s->stored += (uint64_t)w;
+	}
+}
+
+void stream_store_retry(router_t *r)
+{
+	struct stream *s, *next;
+	char name[ROUTER_NSPACE_MAX + 32];
+
+	for (s = TAILQ_FIRST(&r->store_wait); s; s = next) {
+		next = TAILQ_NEXT(s, store_link);
+		TAILQ_REMOVE(&r->store_wait, s, store_link);
+		s->store_full = false;
+		store_sync(s); /* back on the list if still full */
+		if (s->store_full)
+			continue;
+		if (!s->store_failed) {
+			stream_name(s, name, sizeof(name));
+			router_logf(r, LOG_NOTICE,
+				    "%s: spool write resumed at byte %" PRIu64,
+				    name, s->stored);
+		}
+		latch(s, SUSPEND_SPOOL, false);
 	}
 }
 
@@ -323,6 +397,7 @@ void stream_flow_release(struct stream *s)
 {
 	latch(s, SUSPEND_LAG, false);
 	latch(s, SUSPEND_MEM, false);
+	latch(s, SUSPEND_SPOOL, false);
 }
 
 void stream_flow_check(struct stream *s)

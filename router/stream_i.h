@@ -14,7 +14,10 @@
  * ring then keeps only the window (never bytes not yet stored), and a reader
  * asking for an offset older than the ring is served from the store.  A
  * store that fails is given up (logged once); the window rules apply from
- * there on, and what it holds stays readable.
+ * there on, and what it holds stays readable.  A store that is full
+ * (ENOSPC, EDQUOT) is not given up: the stream holds its producer(s) back
+ * (SUSPEND_SPOOL) and keeps the unstored bytes in the ring until a retry
+ * (every STORE_RETRY_NS, router_run_timers()) gets them all in.
  */
 #ifndef IOFS_ROUTER_STREAM_I_H
 #define IOFS_ROUTER_STREAM_I_H
@@ -34,7 +37,11 @@ enum {
 	SUSPEND_LAG = 1u << 0,	  /* the rank's own stream lags */
 	SUSPEND_MERGED = 1u << 1, /* the job's merged view lags */
 	SUSPEND_MEM = 1u << 2,	  /* the memory budget is exhausted */
+	SUSPEND_SPOOL = 1u << 3,  /* the store is full (ENOSPC, EDQUOT) */
 };
+
+/* Retry interval of a full store, ns. */
+#define STORE_RETRY_NS 100000000u
 
 struct stream;
 typedef void (*stream_flow_fn)(struct stream *s, unsigned reason, bool on);
@@ -78,6 +85,8 @@ struct stream {
 	void *store;	   /* NULL until the first byte, or without storage */
 	uint64_t stored;   /* bytes in the store: [0, stored) */
 	bool store_failed; /* given up: no more appends to it */
+	bool store_full;   /* on r->store_wait: retried by the timer */
+	TAILQ_ENTRY(stream) store_link;
 };
 
 void stream_init(struct stream *s, router_t *r, stream_flow_fn on_flow,
@@ -96,6 +105,9 @@ void stream_complete(struct stream *s);
 void stream_flow_check(struct stream *s);
 /* Release every latch this stream holds (idempotent). */
 void stream_flow_release(struct stream *s);
+
+/* Retry every full store (router_run_timers() and the store timer). */
+void stream_store_retry(router_t *r);
 
 int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
 			 void (*ready)(void *), void *cbdata,

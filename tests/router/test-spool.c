@@ -170,9 +170,10 @@ static void backpressure_stays_exact(void **state)
 /* A store that fails: logged, the stream falls back to the window; what
  * the store took stays readable, the gap is skipped (skew), counted. */
 struct fake {
-	char data[8192];
+	char data[65536];
 	size_t len;
 	size_t fail_after; /* appends beyond this many bytes fail */
+	int err;	   /* with this -errno */
 	int jobs, files;
 };
 
@@ -203,10 +204,14 @@ static ssize_t fk_append(void *h, const struct iovec *iov, int cnt)
 	size_t n = 0;
 
 	if (f->len >= f->fail_after)
-		return -ENOSPC;
-	for (int i = 0; i < cnt; i++) {
-		memcpy(f->data + f->len + n, iov[i].iov_base, iov[i].iov_len);
-		n += iov[i].iov_len;
+		return f->err;
+	for (int i = 0; i < cnt && f->len + n < f->fail_after; i++) {
+		size_t k = iov[i].iov_len;
+
+		if (k > f->fail_after - f->len - n) /* a short write */
+			k = f->fail_after - f->len - n;
+		memcpy(f->data + f->len + n, iov[i].iov_base, k);
+		n += k;
 	}
 	f->len += n;
 	return (ssize_t)n;
@@ -235,7 +240,7 @@ static const struct router_store_ops fk_ops = {
 
 static void failing_store_falls_back(void **state)
 {
-	struct fake fk = {.fail_after = 3000};
+	struct fake fk = {.fail_after = 3000, .err = -EIO};
 	struct sp *s = sp_new(&fk_ops, &fk);
 	char buf[1000], *out = malloc(20000);
 	router_reader_t *rd;
@@ -271,6 +276,67 @@ static void failing_store_falls_back(void **state)
 	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
 	h_free(s->h);
 	assert_int_equal(fk.jobs, 0);
+	assert_int_equal(fk.files, 0);
+	rmdir(s->dir);
+	free(s);
+	free(out);
+}
+
+/* A full store (ENOSPC) holds the producer back instead of losing bytes,
+ * and lets it go when a retry gets everything in. */
+static void full_store_holds_then_resumes(void **state)
+{
+	struct fake fk = {.fail_after = 2500, .err = -ENOSPC};
+	struct sp *s = sp_new(&fk_ops, &fk);
+	char buf[1000], *out = malloc(20000), want[20000];
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+
+	(void)state;
+	h_reg(s->h, "full", 0, 1);
+	job = router_job_lookup(s->h->r, "full");
+	for (int i = 0; i < 12; i++) { /* the producer goes on in flight */
+		memset(buf, 'a' + i, sizeof(buf));
+		buf[sizeof(buf) - 1] = '\n'; /* the merged view fails first */
+		memcpy(want + i * 1000, buf, 1000);
+		h_put(s->h, "full", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
+		      NULL);
+		assert_int_equal(s->h->fr[0].xoff[ROUTER_CH_STDOUT], i >= 2);
+	}
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(fk.len, 2500);
+	assert_non_null(strstr(s->h->log, "holding its producer back"));
+	router_run_timers(s->h->r); /* still full: still held */
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	fk.fail_after = sizeof(fk.data); /* space returns */
+	router_run_timers(s->h->r);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_non_null(strstr(s->h->log, "resumed at byte 12000"));
+	assert_int_equal(fk.len, 12000);
+	assert_memory_equal(fk.data, want, 12000);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.stdout_xoff, 1);
+	assert_int_equal(st.stdout_xon, 1);
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	assert_int_equal(h_drain(rd, &off, out, 20000), 12000);
+	assert_memory_equal(out, want, 12000);
+	router_reader_close(rd);
+	/* full again at exit: the latch goes with the rank, counted */
+	fk.fail_after = fk.len;
+	h_put(s->h, "full", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0, NULL);
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.stdout_xoff, st.stdout_xon);
+	fk.fail_after = sizeof(fk.data);
+	router_run_timers(s->h->r); /* stored after the exit */
+	assert_int_equal(fk.len, 13000);
+	h_free(s->h);
 	assert_int_equal(fk.files, 0);
 	rmdir(s->dir);
 	free(s);
@@ -341,6 +407,7 @@ int main(void)
 	    cmocka_unit_test(late_reader_gets_everything),
 	    cmocka_unit_test(backpressure_stays_exact),
 	    cmocka_unit_test(failing_store_falls_back),
+	    cmocka_unit_test(full_store_holds_then_resumes),
 	    cmocka_unit_test(spool_layout),
 	};
 
