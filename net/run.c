@@ -58,9 +58,11 @@ static void from_launcher(struct run *r, bool have_rank, bool have_size,
 	run_env_launch(&e, &l);
 	if (!l.launcher)
 		return;
-	run_log(r, LOG_INFO, "launcher %s: rank %s%u, size %s%u, job name '%s'",
-		l.launcher, l.have_rank ? "" : "unset ", l.rank,
-		l.have_size ? "" : "unset ", l.size, l.nspace);
+	run_log(r, LOG_INFO,
+		"launcher %s: job name '%s', rank %lld, size %lld "
+		"(-1: not given)",
+		l.launcher, l.nspace, l.have_rank ? (long long)l.rank : -1LL,
+		l.have_size ? (long long)l.size : -1LL);
 	if (!have_rank && l.have_rank)
 		r->rank_base = l.rank;
 	if (!have_size && l.have_size)

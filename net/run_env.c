@@ -15,6 +15,10 @@
  *                              special ids as sacct shows them: "1234.batch",
  *                              "1234.extern", "1234.interactive")
  *   Slurm batch script         SLURM_JOB_ID.batch (no SLURM_STEP_ID there)
+ * Measured under Slurm 22.05 (tests/slurm): srun tasks get SLURM_STEP_ID
+ * 0, 1, ...; the batch script has ENVIRONMENT=BATCH and no SLURM_STEP_ID;
+ * salloc's interactive step has SLURM_STEP_ID=4294967290; a salloc shell
+ * without it has neither.  Open MPI 4.1 sets PMIX_NAMESPACE to its jobid.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,8 +56,8 @@ static void take_u32(const struct run_env *e, const char *name, bool *have,
 static void take_name(struct run_launch *l, const char *a, const char *b)
 {
 	char buf[ROUTER_NSPACE_MAX + 2];
-	int n = snprintf(buf, sizeof(buf), "%s%s%s", a, b ? "." : "",
-			 b ? b : "");
+	int n =
+	    snprintf(buf, sizeof(buf), "%s%s%s", a, b ? "." : "", b ? b : "");
 
 	if (n > 0 && n <= ROUTER_NSPACE_MAX && router_nspace_valid(buf, n))
 		memcpy(l->nspace, buf, (size_t)n + 1);

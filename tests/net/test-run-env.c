@@ -67,12 +67,15 @@ static void test_nothing(void **state)
 /* Two srun steps of one allocation: distinct names (the defect). */
 static void test_slurm_steps(void **state)
 {
-	const char *s0[] = {"SLURM_JOB_ID=7159", "SLURM_STEP_ID=0",
-			    "SLURM_STEPID=0",	 "SLURM_PROCID=2",
-			    "SLURM_NTASKS=3",	 "SLURM_STEP_NUM_TASKS=3",
+	const char *s0[] = {"SLURM_JOB_ID=7159",
+			    "SLURM_STEP_ID=0",
+			    "SLURM_STEPID=0",
+			    "SLURM_PROCID=2",
+			    "SLURM_NTASKS=3",
+			    "SLURM_STEP_NUM_TASKS=3",
 			    NULL};
-	const char *s1[] = {"SLURM_JOB_ID=7159", "SLURM_STEP_ID=1",
-			    "SLURM_PROCID=0",	 "SLURM_NTASKS=4",
+	const char *s1[] = {"SLURM_JOB_ID=7159",      "SLURM_STEP_ID=1",
+			    "SLURM_PROCID=0",	      "SLURM_NTASKS=4",
 			    "SLURM_STEP_NUM_TASKS=2", NULL};
 	expect(s0, "slurm", "7159.0", 2, 3);
 	/* the step's own size, not the allocation's */
@@ -116,9 +119,12 @@ static void test_salloc_shell(void **state)
 /* srun --mpi=pmix: Slurm's PMIx namespace is the step: named as a step. */
 static void test_srun_pmix(void **state)
 {
-	const char *v[] = {"SLURM_JOB_ID=88", "SLURM_STEP_ID=1",
-			   "SLURM_PROCID=1", "SLURM_STEP_NUM_TASKS=2",
-			   "PMIX_NAMESPACE=slurm.pmix.88.1", "PMIX_RANK=1",
+	const char *v[] = {"SLURM_JOB_ID=88",
+			   "SLURM_STEP_ID=1",
+			   "SLURM_PROCID=1",
+			   "SLURM_STEP_NUM_TASKS=2",
+			   "PMIX_NAMESPACE=slurm.pmix.88.1",
+			   "PMIX_RANK=1",
 			   NULL};
 	expect(v, "slurm", "88.1", 1, 2);
 }
@@ -129,7 +135,9 @@ static void test_ompi4(void **state)
 	const char *v[] = {"OMPI_COMM_WORLD_RANK=1",
 			   "OMPI_COMM_WORLD_SIZE=2",
 			   "OMPI_MCA_ess_base_jobid=439681025",
-			   "PMIX_NAMESPACE=439681025", "PMIX_RANK=1", NULL};
+			   "PMIX_NAMESPACE=439681025",
+			   "PMIX_RANK=1",
+			   NULL};
 	expect(v, "openmpi", "439681025", 1, 2);
 }
 
@@ -137,11 +145,15 @@ static void test_ompi4(void **state)
  * that step's SLURM_STEP_ID and SLURM_PROCID (the node index). */
 static void test_ompi_in_slurm(void **state)
 {
-	const char *v[] = {"SLURM_JOB_ID=90",	    "SLURM_STEP_ID=0",
-			   "SLURM_PROCID=0",	    "SLURM_NTASKS=1",
-			   "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4",
+	const char *v[] = {"SLURM_JOB_ID=90",
+			   "SLURM_STEP_ID=0",
+			   "SLURM_PROCID=0",
+			   "SLURM_NTASKS=1",
+			   "OMPI_COMM_WORLD_RANK=3",
+			   "OMPI_COMM_WORLD_SIZE=4",
 			   "PMIX_NAMESPACE=prterun-vm-4242@1",
-			   "PMIX_RANK=3",	    NULL};
+			   "PMIX_RANK=3",
+			   NULL};
 	expect(v, "openmpi", "prterun-vm-4242@1", 3, 4);
 }
 
@@ -168,8 +180,9 @@ static void test_flux_in_slurm(void **state)
 			   "PMI_RANK=2",
 			   "PMI_SIZE=4",
 			   NULL};
-	expect(v, "flux", "\xc6\x92"
-			  "2Jq5LrGV",
+	expect(v, "flux",
+	       "\xc6\x92"
+	       "2Jq5LrGV",
 	       2, 4);
 }
 

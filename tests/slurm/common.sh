@@ -5,6 +5,9 @@
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 SLURM_CLUSTER="$IOFS_SOURCE_DIR/tests/launchers/slurm-cluster"
 SLURM_DIR="$T/slurm"
+# the users' tools driver (tests/realuse/drive.py: follow, expect, less,
+# rebuild, poll)
+DRIVE="python3 $IOFS_SOURCE_DIR/tests/realuse/drive.py"
 
 slurm_stop() {
 	[ -f "$SLURM_DIR/slurm.conf" ] && "$SLURM_CLUSTER" stop "$SLURM_DIR"
@@ -30,13 +33,28 @@ jobs_in_mount() { ls -1 "$MNT" | sort; }
 # slurm_idle: no job left in the cluster's queue
 slurm_idle() { [ -z "$(squeue -h -o %i 2>/dev/null)" ]; }
 
-# expect_rank NSPACE RANK EXPECTED_FILE: exact bytes of the rank's stdout
-expect_rank() {
-	assert_eq "$1/$2 stdout sha256" "$(sha "$3")" "$(sha "$MNT/$1/$2/stdout")"
-	assert_eq "$1/$2 stdout bytes" "$(stat -c %s "$3")" \
-		"$(stat -c %s "$MNT/$1/$2/stdout")"
+# expect_bytes WHAT EXPECTED_FILE ACTUAL_FILE: same size and sha256
+expect_bytes() {
+	assert_eq "$1 bytes" "$(stat -c %s "$2")" "$(stat -c %s "$3")"
+	assert_eq "$1 sha256" "$(sha "$2")" "$(sha "$3")"
 }
 
+# expect_rank NSPACE RANK EXPECTED_FILE: exact bytes of the rank's stdout
+expect_rank() { expect_bytes "$1/$2 stdout" "$3" "$MNT/$1/$2/stdout"; }
+
+# now_bytes FILE: what the live file holds now (st_size bytes; cat
+# would follow the rank until it ends)
+now_bytes() { head -c "$(stat -c %s "$1")" "$1"; }
+# start_pacer FILE OUT PACE_ARGS...: a slow reader (iofs-pace) of FILE into
+# OUT in the background (PACER_PID, tracked), attached on return
+start_pacer() {
+	local f=$1 out=$2
+	shift 2
+	"$PACE" "$@" -i "$f" -o "$out" &
+	PACER_PID=$!
+	track $PACER_PID
+	await_reader $PACER_PID "$f"
+}
 # flow_paired NSPACE RANK: every XOFF of the rank's streams was released
 flow_paired() {
 	local f="$MNT/$1/$2/info" k

@@ -2,7 +2,8 @@
 # srun on a real one-node Slurm cluster (issue 11): `srun -O -n 3 iofs-run`
 # gives one job named JOBID.0 with exact bytes per rank (text and binary)
 # and every line in the merged view; stdin written into one rank of a
-# running srun step through the mount reaches that rank only.
+# running srun step through the mount reaches that rank only; srun
+# --mpi=pmix (namespace slurm.pmix.JOBID.0) is the same step name.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/slurm/common.sh"
 start_daemon
@@ -53,4 +54,12 @@ expect_rank "$ns2" 1 "$T/exp.in"
 assert_eq "rank 0 output" "rank 0 never reads" "$(timeout 5 cat "$MNT/$ns2/0/stdout")"
 assert_eq "rank 1 stdin_bytes" $((13 + 100000)) "$(info_get "$MNT/$ns2/1/info" stdin_bytes)"
 flow_paired "$ns2" 1
+
+# --- srun --mpi=pmix: Slurm's PMIx namespace is the step, named JOBID.0 ---
+srun_bg "$T/srun3.out" --mpi=pmix -O -n 2 "$IOFS_RUN" -- sh -c 'echo "$IOFS_NSPACE $PMIX_NAMESPACE $PMIX_RANK"'
+srun_done 60
+[[ $NS =~ ^([0-9]+)\.0$ ]] || fail "srun --mpi=pmix job not named JOBID.0: '$NS'"
+for r in 0 1; do
+	assert_eq "pmix step rank $r" "$NS slurm.pmix.$NS $r" "$(timeout 5 cat "$MNT/$NS/$r/stdout")"
+done
 log "OK"

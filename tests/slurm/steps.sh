@@ -4,7 +4,8 @@
 # SLURM_JOB_ID).  salloc with two srun steps gives JOBID.0 and JOBID.1, each
 # with its own exact output; an sbatch script with two steps plus a line
 # from the batch script itself gives JOBID.0, JOBID.1 and JOBID.batch,
-# waited for with a bounded poll on squeue.
+# waited for with a bounded poll on squeue; salloc's interactive step (a
+# login shell under a pty) gives JOBID.interactive.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/slurm/common.sh"
 start_daemon
@@ -69,4 +70,17 @@ assert_eq "the batch script's line" "batch script of $B" "$(timeout 5 cat "$MNT/
 assert_eq "batch job_size" 1 "$(info_get "$MNT/$B.batch/info" job_size)"
 check_step "$B.0" 0 2 40 20K
 check_step "$B.1" 1 1 10 5K
+
+# --- salloc's interactive step (LaunchParameters=use_interactive_step):
+# the login shell is step 4294967290, sacct's JOBID.interactive -----------
+echo "LaunchParameters=use_interactive_step" >>"$SLURM_CONF"
+scontrol reconfigure || fail "scontrol reconfigure"
+login_step() { [ "$(scontrol show config | sed -n 's/^LaunchParameters *= *//p')" = use_interactive_step ]; }
+wait_for 20 login_step || fail "use_interactive_step not in effect"
+before=$(jobs_in_mount)
+$DRIVE pty 60 "'$IOFS_RUN' -- sh -c 'echo in \$IOFS_NSPACE'\nexit\n" salloc -n 1 -O >"$T/login.out" 2>&1 ||
+	fail "interactive salloc: status $?: $(cat "$T/login.out")"
+I=$(new_jobs "$before")
+[[ $I =~ ^[0-9]+\.interactive$ ]] || fail "interactive step not named JOBID.interactive: '$I' ($(cat "$T/login.out"))"
+assert_eq "interactive step output" "in $I" "$(timeout 5 cat "$MNT/$I/0/stdout")"
 log "OK"
