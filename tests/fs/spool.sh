@@ -56,9 +56,12 @@ got=$(timeout 120 cat "$MNT/big/0/stdout" | sha256sum | cut -d' ' -f1)
 assert_eq "late cat of $BIG" "$want" "$got"
 assert_eq "late cat of the merged view's size" "$(stat -c %s "$MNT/big/stdout")" \
 	"$(timeout 120 cat "$MNT/big/stdout" | wc -c)"
+t0=$EPOCHREALTIME
+timeout 120 dd if="$MNT/big/0/stdout" of=/dev/null bs=1M status=none || fail "late dd"
+late_mbs=$(awk -v n="$size" -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", n / (b - a) / 1e6 }')
 hwm2=$(proc_status "$DAEMON_PID" VmHWM)
-log "$size bytes through a rank: VmHWM $hwm0 -> $hwm1 kB, after the late cats $hwm2 kB"
-figures spool-rss bytes=$size hwm0_kb=$hwm0 hwm1_kb=$hwm1 hwm2_kb=$hwm2
+log "$size bytes through a rank: VmHWM $hwm0 -> $hwm1 kB, after the late cats $hwm2 kB; late dd bs=1M from the spool $late_mbs MB/s"
+figures spool-rss bytes=$size hwm0_kb=$hwm0 hwm1_kb=$hwm1 hwm2_kb=$hwm2 late_dd_mbs=$late_mbs
 if ! is_asan "$IOFS"; then
 	[ $((hwm2 - hwm0)) -le 16384 ] || fail "VmHWM grew by $((hwm2 - hwm0)) kB (> 16 MiB)"
 fi
