@@ -71,6 +71,18 @@ static int open_failed(const char *name, char *why, size_t whylen)
 	return -e;
 }
 
+/* @fd (@what @name) belongs to @owner, not @uid: close it, -EPERM. */
+static int not_owner(int fd, const char *what, const char *name,
+		     uid_t owner, uint32_t uid, char *why, size_t whylen)
+{
+	snprintf(why, whylen,
+		 "%s %s belongs to uid %u, the job to uid %u: not writing "
+		 "into it",
+		 what, name, (unsigned)owner, (unsigned)uid);
+	close(fd);
+	return -EPERM;
+}
+
 /*
  * Open (creating if needed) directory @name in @dirfd for a job of
  * @uid/@gid: never through a symlink, and only a directory that already
@@ -97,14 +109,9 @@ int safe_dir_open(int dirfd, const char *name, uint32_t uid, uint32_t gid,
 	if (made && st.st_uid != uid &&
 	    (fchown(fd, uid, gid) != 0 || fstat(fd, &st) != 0))
 		goto fail_errno;
-	if (st.st_uid != uid) {
-		snprintf(why, whylen,
-			 "directory %s belongs to uid %u, the job to uid %u: "
-			 "not writing into it",
-			 name, (unsigned)st.st_uid, (unsigned)uid);
-		close(fd);
-		return -EPERM;
-	}
+	if (st.st_uid != uid)
+		return not_owner(fd, "directory", name, st.st_uid, uid, why,
+				 whylen);
 	if (made && fchmod(fd, mode) != 0)
 		goto fail_errno;
 	return fd;
@@ -141,14 +148,9 @@ int safe_file_open(int dirfd, const char *name, int acc, mode_t mode,
 	if (st.st_uid != uid && st.st_uid == geteuid() && st.st_size == 0 &&
 	    (fchown(fd, uid, gid) != 0 || fstat(fd, &st) != 0))
 		goto fail_errno;
-	if (st.st_uid != uid) {
-		snprintf(why, whylen,
-			 "file %s belongs to uid %u, the job to uid %u: not "
-			 "writing into it",
-			 name, (unsigned)st.st_uid, (unsigned)uid);
-		close(fd);
-		return -EPERM;
-	}
+	if (st.st_uid != uid)
+		return not_owner(fd, "file", name, st.st_uid, uid, why,
+				 whylen);
 	if ((truncate && ftruncate(fd, 0) != 0) ||
 	    ((st.st_mode & 07777) != mode && fchmod(fd, mode) != 0))
 		goto fail_errno;

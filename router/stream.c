@@ -58,6 +58,24 @@ static size_t ring_idx(const struct stream *s, uint64_t off)
 	return (s->head + (size_t)(off - s->start)) % s->cap;
 }
 
+/* The ring's bytes [@so, @so + @len) (retained) as 1 or 2 iovecs. */
+static int ring_iov(const struct stream *s, uint64_t so, size_t len,
+		    struct iovec iov[2])
+{
+	size_t idx = ring_idx(s, so);
+	size_t first = s->cap - idx;
+
+	if (first > len)
+		first = len;
+	iov[0].iov_base = s->buf + idx;
+	iov[0].iov_len = first;
+	if (len == first)
+		return 1;
+	iov[1].iov_base = s->buf;
+	iov[1].iov_len = len - first;
+	return 2;
+}
+
 /* The store takes every byte from here on (the ring keeps what it has
  * not taken yet). */
 static bool store_live(const struct stream *s)
@@ -141,23 +159,11 @@ static void store_sync(struct stream *s)
 		}
 	}
 	while (s->stored < s->end) {
-		size_t len = (size_t)(s->end - s->stored);
-		size_t idx = ring_idx(s, s->stored);
-		size_t first = s->cap - idx;
 		struct iovec iov[2];
-		int cnt = 1;
-		ssize_t w;
+		int cnt = ring_iov(s, s->stored, (size_t)(s->end - s->stored),
+				   iov);
+		ssize_t w = ops->append(s->store, iov, cnt);
 
-		if (first > len)
-			first = len;
-		iov[0].iov_base = s->buf + idx;
-		iov[0].iov_len = first;
-		if (len > first) {
-			iov[1].iov_base = s->buf;
-			iov[1].iov_len = len - first;
-			cnt = 2;
-		}
-		w = ops->append(s->store, iov, cnt);
 		if (w == -ENOSPC || w == -EDQUOT) {
 			store_wait(s, (int)-w);
 			return;
@@ -515,7 +521,7 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 {
 	struct stream *s;
 	uint64_t so;
-	size_t len, idx, first;
+	size_t len;
 
 	*n = 0;
 	*iovcnt = 0;
@@ -532,18 +538,7 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 	len = (size_t)(s->end - so);
 	if (len > size)
 		len = size;
-	idx = ring_idx(s, so);
-	first = s->cap - idx;
-	if (first > len)
-		first = len;
-	iov[0].iov_base = s->buf + idx;
-	iov[0].iov_len = first;
-	*iovcnt = 1;
-	if (len > first) {
-		iov[1].iov_base = s->buf;
-		iov[1].iov_len = len - first;
-		*iovcnt = 2;
-	}
+	*iovcnt = ring_iov(s, so, len, iov);
 	*n = len;
 	reader_moved(rd, so + len);
 	return ROUTER_SUCCESS;
