@@ -172,7 +172,6 @@ int output_dir_new(router_t *r, iofs_log_t *log, const char *dir, char *err,
 		   size_t errlen, output_dir_t **out)
 {
 	struct output_dir *od;
-	char why[256];
 	int rc;
 
 	*out = NULL;
@@ -186,25 +185,9 @@ int output_dir_new(router_t *r, iofs_log_t *log, const char *dir, char *err,
 	od->log = log;
 	od->dirfd = -1;
 	TAILQ_INIT(&od->streams);
-	rc = safe_mkdir_p(od->dir, 0755);
-	if (rc < 0) {
-		snprintf(err, errlen,
-			 "--output-dir %s: %s: give a writable "
-			 "directory",
-			 dir, strerror(-rc));
-		goto out_free;
-	}
-	od->dirfd = open(od->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	od->dirfd = safe_dir_top(od->dir, 0755, "--output-dir", err, errlen);
 	if (od->dirfd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "--output-dir %s: %s", dir,
-			 strerror(-rc));
-		goto out_free;
-	}
-	rc = safe_dir_check_top(od->dirfd, why, sizeof(why));
-	if (rc) {
-		snprintf(err, errlen, "--output-dir %s: %s", dir, why);
-		rc = -rc;
+		rc = od->dirfd;
 		goto out_free;
 	}
 	rc = router_subscribe(r, NULL, ROUTER_RANK_WILDCARD,

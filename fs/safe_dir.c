@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,6 +57,38 @@ int safe_dir_check_top(int fd, char *why, size_t whylen)
 		return EPERM;
 	}
 	return 0;
+}
+
+int safe_dir_top(const char *path, mode_t mode, const char *what, char *err,
+		 size_t errlen)
+{
+	char *p = strdup(path), why[256];
+	int rc, fd = -1;
+
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = safe_mkdir_p(p, mode);
+	free(p);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s %s: %s: give a writable directory",
+			 what, path, strerror(-rc));
+		return rc;
+	}
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s %s: %s", what, path, strerror(-rc));
+		return rc;
+	}
+	rc = safe_dir_check_top(fd, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "%s %s: %s", what, path, why);
+		close(fd);
+		return -rc;
+	}
+	return fd;
 }
 
 /* -errno of a failed open of @name, a planted link named as such. */

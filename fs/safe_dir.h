@@ -25,6 +25,11 @@ int safe_mkdir_p(char *path, mode_t mode);
  * 0, or a positive errno with a reason in @why. */
 int safe_dir_check_top(int fd, char *why, size_t whylen);
 
+/* The top directory @path: created (mkdir -p, @mode) if needed, opened and
+ * checked as above.  An fd, or -errno with "@what @path: reason" in @err. */
+int safe_dir_top(const char *path, mode_t mode, const char *what, char *err,
+		 size_t errlen);
+
 /* Open (creating with @mode if needed) directory @name in @dirfd for
  * @uid/@gid: an fd, or -errno (-EPERM with @why filled on a directory of
  * someone else, a link). */

@@ -189,7 +189,6 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	      spool_t **out)
 {
 	spool_t *sp = calloc(1, sizeof(*sp));
-	char why[256];
 	int rc;
 
 	*out = NULL;
@@ -200,22 +199,9 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	}
 	sp->log = log;
 	sp->dirfd = -1;
-	rc = safe_mkdir_p(sp->dir, 0700);
-	if (rc < 0) {
-		snprintf(err, errlen, "spool=%s: %s: give a writable directory",
-			 dir, strerror(-rc));
-		goto out_free;
-	}
-	sp->dirfd = open(sp->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	sp->dirfd = safe_dir_top(sp->dir, 0700, "spool", err, errlen);
 	if (sp->dirfd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "spool=%s: %s", dir, strerror(-rc));
-		goto out_free;
-	}
-	rc = safe_dir_check_top(sp->dirfd, why, sizeof(why));
-	if (rc) {
-		snprintf(err, errlen, "spool=%s: %s", dir, why);
-		rc = -rc;
+		rc = sp->dirfd;
 		goto out_free;
 	}
 	*out = sp;

@@ -8,6 +8,13 @@
 
 BIG=${IOFS_SPOOL_BIG:-100M} # through a rank with no reader
 SP="$T/spool"
+# an unsafe spool directory is refused at start, with the reason
+mkdir -m 0777 "$T/open" && chmod 0777 "$T/open"
+timeout 10 "$IOFS" -f --listen "unix:$T/x.sock" -o spool="$T/open" "$MNT" >"$T/bad.out" 2>&1 &&
+	fail "a world-writable spool was accepted"
+file_has "$T/bad.out" "spool $T/open: mode 0777 is writable by other users" ||
+	fail "no reason given: $(cat "$T/bad.out")"
+! is_mounted "$MNT" || fail "mounted anyway"
 start_daemon -o spool="$SP"
 [ "$(stat -c %a "$SP")" = 700 ] || fail "spool mode $(stat -c %a "$SP")"
 
