@@ -670,6 +670,8 @@ int main(int argc, char **argv)
 			 router_strerror(rc));
 		goto out_fail;
 	}
+	if (d.spool)
+		spool_restore(d.spool, d.r); /* an earlier life's jobs */
 	{
 		struct fs_config fc = {
 		    .mountpoint = o.mountpoint_abs,

@@ -12,30 +12,10 @@
 #include <unistd.h>
 
 #include "fs/safe_dir.h"
-
-#define SPOOL_NAME_TRIES 100000 /* job directory numbers tried per job */
-
-struct spool {
-	iofs_log_t *log; /* borrowed */
-	char *dir;
-	int dirfd; /* the verified top directory */
-	uint64_t next; /* next job directory number to try */
-};
-
-struct spool_job {
-	spool_t *sp;
-	int dirfd;
-	char name[24]; /* its directory in sp->dir */
-};
-
-struct spool_file {
-	struct spool_job *j;
-	int fd;
-	char name[24];
-};
+#include "fs/spool_i.h"
 
 /* "DIR/NAME: WHAT" */
-static void spool_log(spool_t *sp, const char *name, const char *what)
+void spool_log(spool_t *sp, const char *name, const char *what)
 {
 	iofs_logf(sp->log, LOG_ERR, "spool", "%s/%s: %s", sp->dir, name, what);
 }
@@ -101,32 +81,52 @@ fail_free:
 	return rc;
 }
 
-static void spool_job_close(void *jh)
+void spool_job_close(void *jh, bool discard)
 {
 	struct spool_job *j = jh;
 
-	unlinkat(j->dirfd, "nspace", 0);
+	if (discard) {
+		unlinkat(j->dirfd, "nspace", 0);
+		unlinkat(j->dirfd, "state", 0);
+	}
 	close(j->dirfd);
-	if (unlinkat(j->sp->dirfd, j->name, AT_REMOVEDIR) != 0)
+	if (discard && unlinkat(j->sp->dirfd, j->name, AT_REMOVEDIR) != 0)
 		spool_log(j->sp, j->name, strerror(errno));
 	free(j);
 }
 
-static int spool_open(void *jh, uint32_t rank, uint32_t channel, void **h)
+/* Write @text to `state` (through `state.tmp` and a rename: a reader after
+ * a crash sees the old state or the new one, whole). */
+static void spool_job_state(void *jh, const char *text, size_t len)
 {
 	struct spool_job *j = jh;
+	char why[256] = "";
+	int fd = safe_file_open(j->dirfd, "state.tmp", O_WRONLY, 0600, true,
+				geteuid(), getegid(), why, sizeof(why));
+	ssize_t w = fd < 0 ? -1 : write(fd, text, len);
+	int err = w == (ssize_t)len ? 0 : w < 0 ? errno : EIO;
+
+	if (fd >= 0 && close(fd) != 0 && !err)
+		err = errno;
+	if (fd < 0 || err ||
+	    renameat(j->dirfd, "state.tmp", j->dirfd, "state") != 0) {
+		if (!err)
+			err = fd < 0 ? -fd : errno;
+		spool_log(j->sp, j->name, why[0] ? why : strerror(err));
+	}
+}
+
+int spool_file_open(struct spool_job *j, const char *name, bool truncate,
+		    struct spool_file **out)
+{
 	struct spool_file *f = calloc(1, sizeof(*f));
-	const char *ch = channel == ROUTER_CH_STDOUT ? "stdout" : "stderr";
 	char why[256] = "";
 
 	if (!f)
 		return -ENOMEM;
 	f->j = j;
-	if (rank == ROUTER_RANK_WILDCARD)
-		snprintf(f->name, sizeof(f->name), "%s", ch);
-	else
-		snprintf(f->name, sizeof(f->name), "%" PRIu32 ".%s", rank, ch);
-	f->fd = safe_file_open(j->dirfd, f->name, O_RDWR, 0600, true,
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->fd = safe_file_open(j->dirfd, f->name, O_RDWR, 0600, truncate,
 			       geteuid(), getegid(), why, sizeof(why));
 	if (f->fd < 0) {
 		int rc = f->fd;
@@ -136,8 +136,20 @@ static int spool_open(void *jh, uint32_t rank, uint32_t channel, void **h)
 		free(f);
 		return rc;
 	}
-	*h = f;
+	*out = f;
 	return 0;
+}
+
+static int spool_open(void *jh, uint32_t rank, uint32_t channel, void **h)
+{
+	const char *ch = channel == ROUTER_CH_STDOUT ? "stdout" : "stderr";
+	char name[24];
+
+	if (rank == ROUTER_RANK_WILDCARD)
+		snprintf(name, sizeof(name), "%s", ch);
+	else
+		snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
+	return spool_file_open(jh, name, true, (struct spool_file **)h);
 }
 
 static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
@@ -162,12 +174,13 @@ static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
 	return got < 0 ? -errno : got;
 }
 
-static void spool_close(void *h)
+void spool_close(void *h, bool discard)
 {
 	struct spool_file *f = h;
 
 	close(f->fd);
-	unlinkat(f->j->dirfd, f->name, 0);
+	if (discard)
+		unlinkat(f->j->dirfd, f->name, 0);
 	free(f);
 }
 
@@ -178,6 +191,7 @@ static const struct router_store_ops spool_ops = {
 	.append = spool_append,
 	.read_at = spool_read_at,
 	.close = spool_close,
+	.job_state = spool_job_state,
 };
 
 const struct router_store_ops *spool_store_ops(void)

@@ -11,7 +11,9 @@
  * and be writable by no one else (fs/safe_dir.h); everything below it
  * belongs to the daemon, directories 0700 and files 0600 (the daemon serves
  * the bytes; nobody else needs them).  A job's files are removed when the
- * router frees the job (removed from the tree and its last reader gone).
+ * router frees the job (removed from the tree and its last reader gone);
+ * jobs still in the tree when the daemon stops stay, with `state` (uid,
+ * gid, and each rank's end), for the next daemon's spool_restore().
  */
 #ifndef IOFS_FS_SPOOL_H
 #define IOFS_FS_SPOOL_H
@@ -28,6 +30,13 @@ typedef struct spool spool_t;
 int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	      spool_t **out);
 void spool_free(spool_t *sp); /* NULL-safe */
+
+/* Restart: bring the jobs an earlier daemon left in the spool back into
+ * @r (created with this spool as its store), oldest first; each as it
+ * ended (`state`), or `lost` if it was still running; every byte of its
+ * streams readable.  What cannot be restored is logged and left alone.
+ * Returns the number of job directories seen, or -errno. */
+int spool_restore(spool_t *sp, router_t *r);
 
 /* For router_config.store / store_ctx. */
 const struct router_store_ops *spool_store_ops(void);

@@ -147,7 +147,7 @@ static void job_free(router_job_t *job)
 	for (int ci = 0; ci < CI_N; ci++)
 		stream_destroy(&job->m[ci].s);
 	if (job->store)
-		r->store->job_close(job->store);
+		r->store->job_close(job->store, job->store_discard);
 	TAILQ_REMOVE(&r->all_jobs, job, all_link);
 	free(job->ranks);
 	free(job->requested);
@@ -171,6 +171,7 @@ void *job_store(router_job_t *job)
 			    "streams is kept",
 			    job->nspace, strerror(-rc));
 	}
+	job_state_save(job);
 	return job->store;
 }
 
@@ -199,6 +200,7 @@ static void job_unlink(router_job_t *job)
 	for (int ci = 0; ci < CI_N; ci++)
 		stream_flow_release(&job->m[ci].s);
 	TAILQ_REMOVE(&job->r->jobs, job, link);
+	job->store_discard = !job->r->freeing; /* removed or replaced */
 	if (strmap_get(&job->r->job_index, job->nspace) == job)
 		strmap_del(&job->r->job_index, job->nspace);
 	if (job->owner_counted)
@@ -333,6 +335,7 @@ static void job_check_complete(router_job_t *job)
 		job->m[ci].open = NULL;
 		stream_complete(&job->m[ci].s);
 	}
+	job_state_save(job);
 }
 
 static router_rank_t *rank_new(router_job_t *job, uint32_t id,

@@ -42,7 +42,7 @@ void stream_destroy(struct stream *s)
 	store_unwait(s);
 	stream_flow_release(s);
 	if (s->store) {
-		s->r->store->close(s->store);
+		s->r->store->close(s->store, s->job->store_discard);
 		s->store = NULL;
 	}
 	if (s->buf) {
@@ -174,6 +174,15 @@ static void store_sync(struct stream *s)
 		}
 		s->stored += (uint64_t)w;
 	}
+}
+
+int stream_adopt(struct stream *s, void *h, uint64_t size)
+{
+	if (s->end || s->store || s->buf)
+		return ROUTER_ERR_EXISTS;
+	s->store = h;
+	s->stored = s->start = s->end = size;
+	return 0;
 }
 
 void stream_store_retry(router_t *r)

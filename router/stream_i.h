@@ -106,6 +106,9 @@ void stream_flow_check(struct stream *s);
 /* Release every latch this stream holds (idempotent). */
 void stream_flow_release(struct stream *s);
 
+/* Adopt store @h holding @size bytes as the history of an empty stream:
+ * 0 or ROUTER_ERR_EXISTS. */
+int stream_adopt(struct stream *s, void *h, uint64_t size);
 /* Retry every full store (router_run_timers() and the store timer). */
 void stream_store_retry(router_t *r);
 

@@ -55,12 +55,40 @@ static int count_entries(const char *path)
 	return n;
 }
 
+/* Remove @path and what is in it (two levels: DIR/<n>/files). */
+static void rm_tree(const char *path, int depth)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char sub[512];
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+		if (unlink(sub) != 0 && depth > 0)
+			rm_tree(sub, depth - 1);
+	}
+	if (d)
+		closedir(d);
+	rmdir(path);
+}
+
+/* @kept: job directories left for a restart (jobs still in the tree). */
+static void sp_free_kept(struct sp *s, int kept)
+{
+	h_free(s->h);
+	spool_free(s->sp);
+	assert_int_equal(count_entries(s->dir), kept);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
 static void sp_free(struct sp *s)
 {
 	h_free(s->h);
 	spool_free(s->sp);
-	assert_int_equal(count_entries(s->dir), 0); /* every job's files gone */
-	rmdir(s->dir);
+	rm_tree(s->dir, 1);
 	free(s);
 }
 
@@ -184,8 +212,9 @@ static int fk_job_open(void *ctx, const char *ns, void **jh)
 	*jh = ctx;
 	return 0;
 }
-static void fk_job_close(void *jh)
+static void fk_job_close(void *jh, bool discard)
 {
+	(void)discard;
 	((struct fake *)jh)->jobs--;
 }
 static int fk_open(void *jh, uint32_t rank, uint32_t ch, void **h)
@@ -225,8 +254,9 @@ static ssize_t fk_read_at(void *h, uint64_t off, void *buf, size_t n)
 	memcpy(buf, f->data + off, n);
 	return (ssize_t)n;
 }
-static void fk_close(void *h)
+static void fk_close(void *h, bool discard)
 {
+	(void)discard;
 	((struct fake *)h)->files--;
 }
 static const struct router_store_ops fk_ops = {
@@ -277,7 +307,7 @@ static void failing_store_falls_back(void **state)
 	h_free(s->h);
 	assert_int_equal(fk.jobs, 0);
 	assert_int_equal(fk.files, 0);
-	rmdir(s->dir);
+	rm_tree(s->dir, 1);
 	free(s);
 	free(out);
 }
@@ -338,7 +368,7 @@ static void full_store_holds_then_resumes(void **state)
 	assert_int_equal(fk.len, 13000);
 	h_free(s->h);
 	assert_int_equal(fk.files, 0);
-	rmdir(s->dir);
+	rm_tree(s->dir, 1);
 	free(s);
 	free(out);
 }
@@ -398,7 +428,94 @@ static void spool_layout(void **state)
 	assert_true(spool_new(NULL, s->dir, err, sizeof(err), &bad) < 0);
 	assert_non_null(strstr(err, "writable by other users"));
 	assert_int_equal(chmod(s->dir, 0700), 0);
-	sp_free(s);
+	sp_free_kept(s, 0); /* the removed job's files went with it */
+}
+
+/* Restart: a second router on the same spool gets the jobs back, as they
+ * ended, every byte; a job still running then comes back lost; removing a
+ * restored job deletes its files; a later run of a name replaces it. */
+static void restart_restores_jobs(void **state)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	char dir[64], buf[4000], out[20000], err[256];
+	struct router_config cfg = {.window = WIN};
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+	struct h *h2;
+	spool_t *sp2;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = i % 50 == 49 ? '\n' : (char)('a' + i % 26);
+	h_reg(s->h, "done", 0, 2);
+	h_reg(s->h, "done", 1, 2);
+	for (int i = 0; i < 3; i++) /* 12000 bytes: beyond the window */
+		h_put(s->h, "done", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0,
+		      0, NULL);
+	h_put(s->h, "done", 1, ROUTER_CH_STDERR, "oops\n", 5, 0, 0, NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_exit(s->h->rk[1], ROUTER_STATE_EXITED, 3);
+	h_reg(s->h, "run", 0, 1);
+	h_puts(s->h, "run", 0, "half");
+	h_put(s->h, "run", 0, ROUTER_CH_STDOUT, buf, 100, 0, 0, NULL);
+	snprintf(dir, sizeof(dir), "%s", s->dir);
+	h_free(s->h); /* the daemon stops: files kept */
+	spool_free(s->sp);
+	assert_int_equal(count_entries(dir), 2);
+
+	assert_int_equal(spool_new(NULL, dir, err, sizeof(err), &sp2), 0);
+	cfg.store = spool_store_ops();
+	cfg.store_ctx = sp2;
+	h2 = h_new(&cfg);
+	assert_int_equal(spool_restore(sp2, h2->r), 2);
+	job = router_job_lookup(h2->r, "done");
+	assert_non_null(job);
+	assert_true(router_job_complete(job));
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_EXITED);
+	assert_int_equal(st.exit_status, 3);
+	assert_int_equal(st.stdout_bytes, 12000);
+	assert_int_equal(st.stderr_bytes, 5);
+	assert_int_equal(st.uid, 1);
+	assert_int_equal(st.gid, 2);
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	assert_int_equal(h_drain(rd, &off, out, sizeof(out)), 12000);
+	assert_memory_equal(out, buf, sizeof(buf));
+	assert_memory_equal(out + 8000, buf, sizeof(buf));
+	assert_true(router_reader_eof(rd, off));
+	router_reader_close(rd);
+	assert_int_equal(router_reader_open(job, ROUTER_RANK_WILDCARD,
+					    ROUTER_CH_STDERR, 0, NULL, NULL,
+					    &rd),
+			 0);
+	off = 0;
+	assert_int_equal(h_drain(rd, &off, out, sizeof(out)),
+			 strlen("[done,1]<stderr>: oops\n"));
+	assert_memory_equal(out, "[done,1]<stderr>: oops\n", 23);
+	router_reader_close(rd);
+	/* the running one: lost, its bytes (the partial line flushed at
+	 * the stop) there */
+	job = router_job_lookup(h2->r, "run");
+	assert_non_null(job);
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_LOST);
+	assert_int_equal(st.stdout_bytes, 104);
+	/* a new run under the name replaces it: its files go */
+	h_reg(h2, "run", 0, 1);
+	assert_int_equal(count_entries(dir), 1);
+	/* removing the restored job deletes its files */
+	job = router_job_lookup(h2->r, "done");
+	assert_int_equal(router_job_remove(h2->r, job), 0);
+	assert_int_equal(count_entries(dir), 0);
+	router_rank_exit(h2->rk[0], ROUTER_STATE_EXITED, 0);
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(dir, 1);
+	free(s);
 }
 
 int main(void)
@@ -409,6 +526,7 @@ int main(void)
 	    cmocka_unit_test(failing_store_falls_back),
 	    cmocka_unit_test(full_store_holds_then_resumes),
 	    cmocka_unit_test(spool_layout),
+	    cmocka_unit_test(restart_restores_jobs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
