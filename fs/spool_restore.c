@@ -313,7 +313,8 @@ int spool_restore(spool_t *sp, router_t *r)
 			sp->next = v + 1;
 	}
 	closedir(d);
-	qsort(nums, n, sizeof(*nums), cmp_u64);
+	if (n)
+		qsort(nums, n, sizeof(*nums), cmp_u64);
 	for (size_t i = 0; i < n; i++)
 		restore_one(sp, r, nums[i]);
 	free(nums);
