@@ -27,6 +27,13 @@ static const struct router_source_ops rank_ops = {
     .stdin_eof = rank_stdin_eof,
     .stdin_write_job = rank_stdin_write_job,
 };
+/* PRRTE answers a push to the wildcard rank but never delivers it (it logs
+ * "contact information is unknown"): a job's stdin goes rank by rank. */
+static const struct router_source_ops rank_ops_prrte = {
+    .flow = rank_flow,
+    .stdin_write = rank_stdin_write,
+    .stdin_eof = rank_stdin_eof,
+};
 
 static void on_grace(evutil_socket_t fd, short what, void *arg);
 static void arm_grace(struct ps_job *job, unsigned ms);
@@ -140,7 +147,8 @@ static void rank_register(struct ps_rank *rk)
 	rk->registered = true;
 	if (router_proc_set(&proc, job->nspace, rk->id) != 0)
 		return;
-	rc = router_rank_register(job->ps->r, &proc, &info, &rank_ops, rk,
+	rc = router_rank_register(job->ps->r, &proc, &info,
+				  job->ps->prrte ? &rank_ops_prrte : &rank_ops, rk,
 				  &rk->rr);
 	if (rc == ROUTER_ERR_EXISTS)
 		ps_log(job->ps, LOG_WARNING,
@@ -154,12 +162,15 @@ static void rank_register(struct ps_rank *rk)
 		rk->rr = NULL;
 		return;
 	}
-	if (job->ended && !rk->exit_pending) {
-		/* learnt after JOB_END (late size or output): exits once its
-		 * streams complete, or after the grace */
-		rk->exit_pending = true;
-		if (!rk->have_code)
+	if (job->ended || rk->exit_pending) {
+		/* registered after its end was known (JOB_END, or its own
+		 * end, before the size answer or its first output let us
+		 * publish it): exits once its streams complete, or after the
+		 * grace.  The record may have existed (unregistered, held
+		 * output) when the end came: arm the grace here too. */
+		if (!rk->exit_pending && !rk->have_code)
 			rk->code = job->end_code;
+		rk->exit_pending = true;
 		if (!evtimer_pending(job->grace_ev, NULL))
 			arm_grace(job, PS_END_GRACE_MS);
 	}
@@ -382,10 +393,12 @@ static void pt_pushed(pmix_status_t status, void *cbdata)
 	struct ps_msg *m = cbdata;
 
 	if (!ps_op_claim(m))
-		return;	   /* reclaimed by pmix_source_free() already */
-	free(m->bo.bytes); /* the copy is freed in the callback */
-	m->bo.bytes = NULL;
-	m->bo.size = 0;
+		return; /* reclaimed by pmix_source_free() already */
+	if (!m->chunk) {
+		free(m->bo.bytes); /* the copy is freed in the callback */
+		m->bo.bytes = NULL;
+		m->bo.size = 0;
+	} /* chunked: the rest is still to go (freed with @m) */
 	m->status = status;
 	ps_post(m);
 }
@@ -453,8 +466,15 @@ static int push_to(struct ps_job *job, pmix_rank_t target,
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-overread"
 #endif
-	st =
-	    PMIx_IOF_push(&m->proc, 1, &m->bo, m->info, m->ninfo, pt_pushed, m);
+	if (ps->push_max && len > ps->push_max) {
+		/* PRRTE: at most PRTE_IOF_BASE_MSG_MAX per push, one chunk
+		 * after the other (ps_push_next) */
+		m->chunk = ps->push_max;
+		m->cbo.bytes = m->bo.bytes;
+		m->cbo.size = m->chunk;
+	}
+	st = PMIx_IOF_push(&m->proc, 1, m->chunk ? &m->cbo : &m->bo, m->info,
+			   m->ninfo, pt_pushed, m);
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -569,11 +589,48 @@ static void rank_push_drain(struct ps_rank *rk)
 
 /* Loop thread (a deferred message, never inside a router op): a push's
  * callback came.  Tell the router of the completed writes in push order. */
-void ps_push_done(pmix_source_t *ps, struct ps_msg *m)
+/* A chunk of a chunked push went through: start the next one.  true: it
+ * is on its way (@m stays with PMIx); false: nothing left, or it failed
+ * to start (m->status then says so). */
+static bool ps_push_next(pmix_source_t *ps, struct ps_msg *m)
 {
-	int status = m->status;
+	pmix_status_t st;
+
+	m->off += m->cbo.size;
+	if (m->off >= m->bo.size)
+		return false;
+	if (ps->lost || ps->closing) {
+		m->status = PMIX_ERR_LOST_CONNECTION;
+		return false;
+	}
+	m->cbo.bytes = m->bo.bytes + m->off;
+	m->cbo.size = m->bo.size - m->off < m->chunk ? m->bo.size - m->off
+						      : m->chunk;
+	ps_op_rearm(m);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
+	st = PMIx_IOF_push(&m->proc, 1, &m->cbo, NULL, 0, pt_pushed, m);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+	if (st == PMIX_SUCCESS)
+		return true;
+	ps_op_claim(m); /* no callback will come */
+	m->status = st == PMIX_OPERATION_SUCCEEDED ? PMIX_SUCCESS : st;
+	return st == PMIX_OPERATION_SUCCEEDED ? ps_push_next(ps, m) : false;
+}
+
+bool ps_push_done(pmix_source_t *ps, struct ps_msg *m)
+{
+	int status;
 	bool xoff = false;
 	char rb[16];
+
+	if (m->chunk && push_ok(m->status) && ps_push_next(ps, m))
+		return true; /* called again for the next chunk */
+	status = m->status;
 
 #if IOFS_PMIX_HAVE_IOF_XOFF
 	if (status == PMIX_ERR_IOF_XOFF) {
@@ -587,6 +644,11 @@ void ps_push_done(pmix_source_t *ps, struct ps_msg *m)
 			evtimer_add(ps->xoff_ev, &tv);
 	}
 #endif
+	/* an EOF push completing with IOF_COMPLETE did what it was for
+	 * (PMIx 5 / PRRTE answer it so): success, not an error */
+	if (status == PMIX_ERR_IOF_COMPLETE && m->npushes &&
+	    !m->pushes[0]->write)
+		status = PMIX_SUCCESS;
 	if (!push_ok(status))
 		ps_log(ps, LOG_WARNING,
 		       "stdin push to %s/%s completed with %s (%zu bytes)",
@@ -602,6 +664,7 @@ void ps_push_done(pmix_source_t *ps, struct ps_msg *m)
 	for (size_t i = 0; i < m->npushes; i++)
 		rank_push_drain(m->pushes[i]->rk);
 	m->npushes = 0;
+	return false;
 }
 
 /* The server-XOFF hold expired: release every such latch (a server still

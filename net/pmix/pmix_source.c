@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "net/pmix/pmix_source_i.h"
 
@@ -27,7 +28,45 @@ static struct {
 	pthread_mutex_t lock;
 	pmix_source_t *owner; /* NULL outside pmix_source_new..free */
 	bool busy;	      /* a source exists (PMIx_tool_init'ed) */
-} owner = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	/* a source left connected at shutdown (no PMIx_tool_finalize, see
+	 * pmix_source_free): kept reachable until the process exits */
+	pmix_source_t *detached;
+	/* pmix_source_new waits (bounded) for the event handler and the
+	 * all-namespaces pull to be registered: a job that starts and ends
+	 * right after attach must not slip past them */
+	pthread_cond_t ready;
+	unsigned ready_count;
+} owner = {.lock = PTHREAD_MUTEX_INITIALIZER,
+	   .ready = PTHREAD_COND_INITIALIZER};
+
+/* Progress thread: one of the registrations pmix_source_new waits for is
+ * answered. */
+static void ready_one(void)
+{
+	pthread_mutex_lock(&owner.lock);
+	owner.ready_count++;
+	pthread_cond_broadcast(&owner.ready);
+	pthread_mutex_unlock(&owner.lock);
+}
+
+/* Wait until @n registrations were answered, at most PS_READY_WAIT_MS. */
+static void ready_wait(pmix_source_t *ps, unsigned n)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += PS_READY_WAIT_MS / 1000;
+	pthread_mutex_lock(&owner.lock);
+	while (owner.ready_count < n &&
+	       pthread_cond_timedwait(&owner.ready, &owner.lock, &until) == 0)
+		;
+	if (owner.ready_count < n)
+		ps_log(ps, LOG_WARNING,
+		       "event/pull registration not answered in %d ms: going "
+		       "on (a job ending right now may be missed)",
+		       PS_READY_WAIT_MS);
+	pthread_mutex_unlock(&owner.lock);
+}
 
 void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
 {
@@ -98,19 +137,26 @@ static struct ps_msg *msg_new(pmix_source_t *ps, enum ps_msg_kind kind)
 	return m;
 }
 
-struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
+void ps_op_rearm(struct ps_msg *m)
 {
-	struct ps_msg *m = msg_new(ps, kind);
+	pmix_source_t *ps = m->ps;
 
-	if (!m)
-		return NULL;
 	pthread_mutex_lock(&ps->lock);
 	m->pending = true;
+	m->prev = NULL;
 	m->next = ps->pending;
 	if (m->next)
 		m->next->prev = m;
 	ps->pending = m;
 	pthread_mutex_unlock(&ps->lock);
+}
+
+struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind)
+{
+	struct ps_msg *m = msg_new(ps, kind);
+
+	if (m)
+		ps_op_rearm(m);
 	return m;
 }
 
@@ -120,7 +166,7 @@ bool ps_op_claim(struct ps_msg *m)
 	bool mine;
 
 	pthread_mutex_lock(&ps->lock);
-	mine = m->pending;
+	mine = m->pending && !ps->detached;
 	if (mine) {
 		m->pending = false;
 		if (m->prev)
@@ -253,6 +299,8 @@ static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 	if (m) {
 		m->status = status;
 		m->rank = ROUTER_RANK_WILDCARD;
+		if (source)
+			copy_nspace(m->src_nspace, source->nspace);
 		for (size_t i = 0; info && i < ninfo; i++) {
 			const pmix_value_t *v = &info[i].value;
 			if (strcmp(info[i].key, PMIX_EVENT_AFFECTED_PROC) ==
@@ -272,9 +320,11 @@ static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 			}
 		}
 		if (!m->have_code && have_term) {
-			/* a PMIx status, not an exit code: failure is 1 */
+			/* PRRTE puts the job's exit code here (the first
+			 * non-zero one, state_dvm.c dvm_notify); a negative
+			 * value is a PMIx error status: failure, 1 */
 			m->have_code = true;
-			m->code = term == PMIX_SUCCESS ? 0 : 1;
+			m->code = term >= 0 ? term : 1;
 		}
 		ps_post(m);
 	}
@@ -286,6 +336,8 @@ static void pt_evreg(pmix_status_t status, size_t refid, void *cbdata)
 {
 	pmix_source_t *ps;
 
+	if (cbdata)
+		ready_one();
 	if (status == PMIX_SUCCESS || !(ps = owner_get()))
 		return;
 	ps_log(ps, LOG_WARNING,
@@ -338,6 +390,8 @@ static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
 {
 	struct ps_msg *m = cbdata;
 
+	if (!m->nspace[0])
+		ready_one(); /* the all-namespaces pull */
 	if (!ps_op_claim(m))
 		return;
 	m->status = status;
@@ -348,10 +402,13 @@ static void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
 /* ------------------------------------------------------------------------ */
 /* Loop thread                                                               */
 
+/* A status that says our connection to the server is gone.  Not
+ * PMIX_ERR_UNREACH: PRRTE answers operations and raises events with it
+ * about other procs (a prun that exited) while our connection is fine;
+ * a real loss is reported by PMIX_ERR_LOST_CONNECTION within ~1 s. */
 static bool is_loss(pmix_status_t st)
 {
-	return st == PMIX_ERR_LOST_CONNECTION || st == PMIX_ERR_UNREACH ||
-	       st == PMIX_ERR_COMM_FAILURE;
+	return st == PMIX_ERR_LOST_CONNECTION || st == PMIX_ERR_COMM_FAILURE;
 }
 
 static void source_lost(pmix_source_t *ps, pmix_status_t why)
@@ -368,19 +425,13 @@ static void source_lost(pmix_source_t *ps, pmix_status_t why)
 		ps_job_lost(job);
 }
 
-static void start_pull(struct ps_job *job)
+static void start_pull(struct ps_job *job);
+
+/* PMIx_IOF_pull of stdout|stderr of @proc (cbdata @m, on ps->pending). */
+static pmix_status_t pull(struct ps_msg *m)
 {
-	pmix_source_t *ps = job->ps;
-	struct ps_msg *m;
 	pmix_status_t st;
 
-	if (job->pulling || job->size_pending || ps->lost)
-		return;
-	m = ps_op_new(ps, PS_MSG_PULLED);
-	if (!m)
-		return;
-	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
-	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
 /* GCC 12 false positive: it sizes &m->proc as its first member (the
  * 256-byte nspace) after PMIX_LOAD_PROCID */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -393,6 +444,81 @@ static void start_pull(struct ps_job *job)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+	return st;
+}
+
+/*
+ * Be early: one pull for every namespace, registered at attach time, so
+ * the server forwards a job's output from its first byte.  PMIx matches a
+ * pull's proc against an output's source with PMIX_CHECK_PROCID, where an
+ * empty (invalid) nspace matches any nspace and PMIX_RANK_WILDCARD any
+ * rank (openpmix src/common/pmix_iof.c, bfrop_base_tma.h).  A pull made
+ * when iofs first sees a job comes after the output its ranks printed in
+ * their first ~0.3 s, which PRRTE's server does not replay (docs/pmix.md).
+ * If the server refuses it, each job is pulled on its own (start_pull).
+ */
+static void start_pull_all(pmix_source_t *ps)
+{
+	struct ps_msg *m = ps_op_new(ps, PS_MSG_PULLED);
+	pmix_status_t st;
+
+	ps->pull_all = PS_PULL_ALL_REFUSED;
+	if (!m)
+		return;
+	m->nspace[0] = '\0'; /* marks the all-namespaces pull */
+	PMIX_LOAD_PROCID(&m->proc, "", PMIX_RANK_WILDCARD);
+	st = pull(m);
+	if (st != PMIX_SUCCESS) {
+		ps_log(ps, LOG_WARNING,
+		       "pull of all namespaces refused (%s): pulling each job "
+		       "when it is seen; its first output may be missed",
+		       PMIx_Error_string(st));
+		ps_op_abort(m);
+		return;
+	}
+	ps->pull_all = PS_PULL_ALL_PENDING;
+}
+
+static void on_pulled_all(pmix_source_t *ps, struct ps_msg *m)
+{
+	if (m->status == PMIX_SUCCESS) {
+		ps->pull_all = PS_PULL_ALL_OK;
+		return;
+	}
+	ps->pull_all = PS_PULL_ALL_REFUSED;
+	ps_log(ps, LOG_WARNING,
+	       "pull of all namespaces refused (%s): pulling each job when "
+	       "it is seen; its first output may be missed",
+	       PMIx_Error_string(m->status));
+	if (is_loss(m->status)) {
+		source_lost(ps, m->status);
+		return;
+	}
+	for (struct ps_job *job = ps->jobs; job; job = job->next)
+		if (!job->ignored)
+			start_pull(job);
+}
+
+static void start_pull(struct ps_job *job)
+{
+	pmix_source_t *ps = job->ps;
+	struct ps_msg *m;
+	pmix_status_t st;
+
+	if (job->pulling || job->size_pending || ps->lost)
+		return;
+	if (ps->pull_all == PS_PULL_ALL_PENDING)
+		return; /* started when the answer says it is needed */
+	if (ps->pull_all == PS_PULL_ALL_OK) {
+		job->pulling = true; /* covered by the all-namespaces pull */
+		return;
+	}
+	m = ps_op_new(ps, PS_MSG_PULLED);
+	if (!m)
+		return;
+	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
+	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
+	st = pull(m);
 	if (st != PMIX_SUCCESS) {
 		ps_log(ps, LOG_WARNING,
 		       "PMIx_IOF_pull %s: %s (retried at the next query)",
@@ -403,15 +529,28 @@ static void start_pull(struct ps_job *job)
 	job->pulling = true;
 }
 
+/* One PMIx_Get_nb at a time: libpmix 5.0.7 answers every pending get of
+ * the same proc from one reply and frees the request that reply belongs
+ * to while still walking the list with it (heap-use-after-free in
+ * PMIx_Check_nspace, openpmix v5.0.7 src/client/pmix_client_get.c
+ * _getnb_cbfunc; docs/pmix.md).  With a single get in flight that walk
+ * ends at the freed request.  Jobs wait (size_pending, !size_asked) in
+ * discovery order; ps_size_next() asks for the next. */
 static void request_size(struct ps_job *job)
 {
 	pmix_source_t *ps = job->ps;
-	struct ps_msg *m = ps_op_new(ps, PS_MSG_SIZE);
+	struct ps_msg *m;
 	int timeout = 5;
 	pmix_status_t st;
 
-	if (!m)
+	job->size_pending = true; /* pull after the answer (or the wait) */
+	if (ps->size_inflight || ps->lost || ps->closing)
+		return; /* asked by ps_size_next() */
+	m = ps_op_new(ps, PS_MSG_SIZE);
+	if (!m) {
+		job->size_pending = false;
 		return;
+	}
 	snprintf(m->nspace, sizeof(m->nspace), "%s", job->nspace);
 	PMIX_LOAD_PROCID(&m->proc, job->nspace, PMIX_RANK_WILDCARD);
 	PMIX_INFO_CREATE(m->info, 1);
@@ -423,9 +562,26 @@ static void request_size(struct ps_job *job)
 	    PMIx_Get_nb(&m->proc, PMIX_JOB_SIZE, m->info, m->ninfo, pt_size, m);
 	if (st != PMIX_SUCCESS) {
 		ps_op_abort(m); /* ranks then appear with their first output */
+		job->size_pending = false;
 		return;
 	}
-	job->size_pending = true;
+	job->size_asked = true;
+	ps->size_inflight = true;
+}
+
+/* The size get in flight was answered: ask for the next waiting job's. */
+static void ps_size_next(pmix_source_t *ps)
+{
+	ps->size_inflight = false;
+	for (struct ps_job *job = ps->jobs; job && !ps->size_inflight;
+	     job = job->next)
+		if (job->size_pending && !job->size_asked && !job->ignored) {
+			request_size(job);
+			if (!job->size_pending) { /* refused: pull without it */
+				start_pull(job);
+				ps_job_release_held(job);
+			}
+		}
 }
 
 /* A namespace the server runs: the job record, pulling its output. */
@@ -450,6 +606,12 @@ static struct ps_job *discover(pmix_source_t *ps, const char *nspace)
 		       nspace);
 		return NULL;
 	}
+	if (ps->prrte)
+		ps_log(ps, LOG_INFO,
+		       "%s: with PRRTE, stdin reaches only the ranks in prun "
+		       "--stdin's set (rank 0 by default); PRRTE drops writes "
+		       "to the others and a tool cannot learn the set",
+		       nspace);
 	/* the size first: every rank is then published (with the job size)
 	 * before its output, which the server keeps until we pull */
 	request_size(job);
@@ -476,7 +638,7 @@ static void query_now(pmix_source_t *ps)
 	st = PMIx_Query_info_nb(m->queries, 1, pt_query, m);
 	if (st != PMIX_SUCCESS) {
 		ps_op_abort(m);
-		if (is_loss(st))
+		if (is_loss(st) || st == PMIX_ERR_UNREACH) /* not connected */
 			source_lost(ps, st);
 		return;
 	}
@@ -489,10 +651,17 @@ static void on_query(pmix_source_t *ps, struct ps_msg *m)
 	char *save, *tok;
 
 	ps->query_inflight = false;
-	if (is_loss(m->status)) {
+	/* PRRTE answers UNREACH for a while after another tool (a prun)
+	 * left, our connection being fine: only answers that stay UNREACH
+	 * for PS_UNREACH_QUERIES queries in a row mean the server is gone */
+	if (is_loss(m->status) ||
+	    (m->status == PMIX_ERR_UNREACH &&
+	     ++ps->unreach_answers >= PS_UNREACH_QUERIES)) {
 		source_lost(ps, m->status);
 		return;
 	}
+	if (m->status != PMIX_ERR_UNREACH)
+		ps->unreach_answers = 0;
 	if (m->status != PMIX_SUCCESS && m->status != PMIX_ERR_NOT_FOUND)
 		return; /* transient: the next query tries again */
 	for (job = ps->jobs; job; job = job->next)
@@ -533,12 +702,26 @@ static void on_event(pmix_source_t *ps, struct ps_msg *m)
 {
 	struct ps_job *job;
 
-	if (is_loss(m->status)) {
-		source_lost(ps, m->status);
+	/* A loss event is checked before it ends everything: PRRTE raises
+	 * PMIX_ERR_LOST_CONNECTION (source: the DVM itself) when another
+	 * tool, e.g. a prun, goes away.  So ask the server at once: our
+	 * query fails if our connection is really gone (on_query). */
+	if (is_loss(m->status) || m->status == PMIX_ERR_UNREACH) {
+		ps->query_inflight = false;
+		query_now(ps);
 		return;
 	}
 	job = m->nspace[0] ? discover(ps, m->nspace) : NULL;
 	if (m->status == PMIX_EVENT_JOB_END && job) {
+		/* PRRTE 3.0.8 gives a tool no per-rank code: no
+		 * PROC_TERMINATED, and its process table shows no rank
+		 * terminated while the job runs and forgets the job when it
+		 * ends (NOT_FOUND), measured (docs/pmix.md) */
+		if (ps->prrte && !job->ignored)
+			ps_log(ps, LOG_NOTICE,
+			       "%s ended (exit code %d): PRRTE reports no "
+			       "per-rank codes, every rank shows the job's",
+			       job->nspace, m->have_code ? m->code : 0);
 		ps_job_end(job, m->have_code ? m->code : 0);
 	} else if (m->status == PMIX_EVENT_PROC_TERMINATED && job &&
 		   m->rank != PMIX_RANK_WILDCARD) {
@@ -575,15 +758,20 @@ static void ps_dispatch(void *arg)
 		break;
 	case PS_MSG_SIZE:
 		job = ps_job_find(ps, m->nspace);
-		if (!job)
-			break;
-		if (m->status == PMIX_SUCCESS)
+		if (job && m->status == PMIX_SUCCESS)
 			ps_job_set_size(job, m->rank);
-		job->size_pending = false;
-		start_pull(job);
-		ps_job_release_held(job);
+		if (job) {
+			job->size_pending = false;
+			start_pull(job);
+			ps_job_release_held(job);
+		}
+		ps_size_next(ps);
 		break;
 	case PS_MSG_PULLED:
+		if (!m->nspace[0]) {
+			on_pulled_all(ps, m);
+			break;
+		}
 		job = ps_job_find(ps, m->nspace);
 		if (job && m->status == PMIX_SUCCESS) {
 			job->pulled = true;
@@ -597,7 +785,8 @@ static void ps_dispatch(void *arg)
 		}
 		break;
 	case PS_MSG_PUSHED:
-		ps_push_done(ps, m);
+		if (ps_push_done(ps, m))
+			return; /* back with PMIx: the next chunk */
 		break;
 	}
 	ps_msg_free(m);
@@ -752,13 +941,32 @@ int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
 	pthread_mutex_unlock(&owner.lock);
 	ps_log(ps, LOG_INFO, "attached to %s as tool %s.%u (%s)", server,
 	       ps->me.nspace, ps->me.rank, PMIx_Get_version());
+	/* PRRTE names its tools after itself ("prte-<host>-<pid>@N",
+	 * "prterun-..."; libpmix servers say "tool-..."), and PRRTE 3.0.8
+	 * (measured, docs/pmix.md) loses the connection on a stdin push
+	 * larger than its PRTE_IOF_BASE_MSG_MAX (4096) and never delivers a
+	 * push to the wildcard rank: chunk pushes, push rank by rank. */
+	if (strncmp(ps->me.nspace, "prte", 4) == 0) {
+		ps->prrte = true;
+		ps->push_max = PS_PRRTE_PUSH_MAX;
+		ps_log(ps, LOG_INFO,
+		       "the server is PRRTE: stdin goes in pushes of at most "
+		       "%d bytes, a job's stdin rank by rank",
+		       PS_PRRTE_PUSH_MAX);
+	}
 
 	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
+	pthread_mutex_lock(&owner.lock);
+	owner.ready_count = 0;
+	pthread_mutex_unlock(&owner.lock);
 	st =
 	    PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]),
-					NULL, 0, pt_event, pt_evreg, NULL);
+					NULL, 0, pt_event, pt_evreg, &owner);
 	if (st != PMIX_SUCCESS)
 		pt_evreg(st, 0, NULL);
+	start_pull_all(ps);
+	ready_wait(ps,
+		   (st == PMIX_SUCCESS) + (ps->pull_all == PS_PULL_ALL_PENDING));
 	query_now(ps);
 	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
 	event_add(ps->requery_ev, &tv);
@@ -777,6 +985,28 @@ out_free_info:
 	return rc;
 }
 
+/*
+ * libpmix 5 (5.0.7 measured; fixed only on openpmix master, commit
+ * 5fc2e3ded "Do not delete a peer's events after the base they were on is
+ * gone") crashes in PMIx_tool_finalize while the server connection is up:
+ * it frees its event base, then releases the server peer, whose destructor
+ * event_del()s the recv event and so locks a mutex inside the freed base
+ * (SIGSEGV in pthread_mutex_lock under MALLOC_PERTURB_, docs/pmix.md).  So
+ * with libpmix >= 5 and the server still there, iofs does not finalize: it
+ * leaves the connection to the process exit (the server sees the tool's
+ * socket close), silences every callback (owner NULL, ps->detached) and
+ * keeps the source and the operations PMIx still holds reachable.
+ */
+static bool finalize_is_safe(const pmix_source_t *ps)
+{
+#if PMIX_NUMERIC_VERSION >= 0x00050000
+	return ps->lost;
+#else
+	(void)ps;
+	return true;
+#endif
+}
+
 void pmix_source_free(pmix_source_t *ps)
 {
 	struct ps_msg *list;
@@ -793,6 +1023,15 @@ void pmix_source_free(pmix_source_t *ps)
 	ps->closing = true;
 	for (struct ps_job *job = ps->jobs; job; job = job->next)
 		ps_job_release_held(job); /* frees them: they hold references */
+	if (!finalize_is_safe(ps)) {
+		pthread_mutex_lock(&ps->lock);
+		ps->detached = true; /* op callbacks claim nothing from now */
+		pthread_mutex_unlock(&ps->lock);
+		pthread_mutex_lock(&owner.lock);
+		owner.detached = ps; /* keeps it and its pending ops reachable */
+		pthread_mutex_unlock(&owner.lock); /* busy stays: no new init */
+		return; /* our reference stays with owner.detached */
+	}
 	PMIx_tool_finalize();
 	/* ops PMIx never called back will not be now: reclaim them */
 	pthread_mutex_lock(&ps->lock);

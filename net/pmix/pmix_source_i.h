@@ -47,10 +47,24 @@ struct event_base;
 #define PS_QUERY_STUCK_TICKS 20
 /* Ranks per job iofs follows (the rank table is indexed by rank). */
 #define PS_MAX_RANKS (1u << 22)
+/* Namespace queries answered PMIX_ERR_UNREACH in a row that mean the
+ * server is gone (PRRTE gives a few after a prun exits). */
+#define PS_UNREACH_QUERIES 6
+/* pmix_source_new waits at most this long for its registrations. */
+#define PS_READY_WAIT_MS 5000
+/* PRRTE's PRTE_IOF_BASE_MSG_MAX: the largest stdin push it survives. */
+#define PS_PRRTE_PUSH_MAX 4096
 /* Re-query the server's namespaces this often. */
 #define PS_REQUERY_MS 500
 
 struct ps_job;
+
+/* The all-namespaces pull (pmix_source.c start_pull_all) */
+enum ps_pull_all {
+	PS_PULL_ALL_REFUSED = 0, /* or not tried: each job is pulled */
+	PS_PULL_ALL_PENDING,	 /* asked, no answer yet */
+	PS_PULL_ALL_OK,		 /* every job's output comes through it */
+};
 
 /* One PMIx_IOF_push of a rank awaiting its callback, in push order: the
  * callbacks may come in any order, the router hears of them in this one. */
@@ -85,7 +99,8 @@ struct ps_job {
 	bool pulling;	    /* PMIx_IOF_pull accepted */
 	bool pulled;	    /* ... and registered: @iof_id is valid */
 	size_t iof_id;	    /* for PMIx_IOF_deregister at free */
-	bool size_pending;  /* PMIX_JOB_SIZE asked: pull after the answer */
+	bool size_pending;  /* PMIX_JOB_SIZE wanted: pull after the answer */
+	bool size_asked;    /* ... and its PMIx_Get_nb was started */
 	unsigned size_wait; /* queries seen while waiting for it */
 	/* output that came before the size answer, delivered after it */
 	struct ps_msg *held, **held_tail;
@@ -109,6 +124,14 @@ struct pmix_source {
 	bool closing;	 /* pmix_source_free() ran: loop fns only unref */
 	bool lost;	 /* server gone: no more PMIx calls but finalize */
 	bool query_inflight;
+	unsigned unreach_answers; /* namespace queries answered UNREACH in a row */
+	enum ps_pull_all pull_all;
+	/* PRRTE: stdin pushes of at most this many bytes (0: no limit) and
+	 * no push to the wildcard rank (see pmix_source_new) */
+	size_t push_max;
+	bool prrte;
+	bool size_inflight; /* a PMIx_Get_nb(PMIX_JOB_SIZE) is out */
+	bool detached;	    /* left connected at shutdown: ignore callbacks */
 	unsigned query_ticks; /* requery ticks the current query has taken */
 	pmix_proc_t me;
 	struct event *requery_ev;
@@ -138,6 +161,7 @@ struct ps_msg {
 	struct ps_msg *prev, *next; /* on ps->pending while PMIx holds it */
 	bool pending;
 	char nspace[ROUTER_NSPACE_MAX + 1];
+	char src_nspace[ROUTER_NSPACE_MAX + 1]; /* EVENT: who raised it */
 	uint32_t rank;
 	int status;
 	uint32_t channel;	  /* IOF */
@@ -151,6 +175,10 @@ struct ps_msg {
 	struct ps_push **pushes, *one;
 	size_t npushes;
 	pmix_byte_object_t bo;
+	/* PUSHED to a server with a push size limit (ps->push_max): the
+	 * chunk of @bo now with PMIx, its size limit and offset */
+	pmix_byte_object_t cbo;
+	size_t chunk, off;
 	pmix_info_t *info;
 	size_t ninfo;
 	pmix_query_t *queries;
@@ -170,6 +198,8 @@ struct ps_msg *ps_op_new(pmix_source_t *ps, enum ps_msg_kind kind);
 bool ps_op_claim(struct ps_msg *m);
 /* Any thread: hand @m to the loop (ps_dispatch there), or free it. */
 void ps_post(struct ps_msg *m);
+/* Put @m (new, or claimed) on ps->pending for a PMIx call. */
+void ps_op_rearm(struct ps_msg *m);
 /* PMIx refused the op (no callback will come): unlink and free. */
 void ps_op_abort(struct ps_msg *m);
 /* Any thread: free @m's payload and drop its reference. */
@@ -187,7 +217,8 @@ void ps_job_lost(struct ps_job *job);
 void ps_job_free(struct ps_job *job);
 /* Deliver (or, closing, free) what was held for the size answer. */
 void ps_job_release_held(struct ps_job *job);
-void ps_push_done(pmix_source_t *ps, struct ps_msg *m);
+/* true: @m went back to PMIx (the next chunk of a chunked push) */
+bool ps_push_done(pmix_source_t *ps, struct ps_msg *m);
 void ps_flow_server_xon(pmix_source_t *ps);
 
 #endif /* IOFS_PMIX_SOURCE_I_H */

@@ -29,7 +29,7 @@ for r in 0 1 2; do
 	assert_eq "rank $r stdout" "$(sha "$T/exp.$r")" "$(sha "$T/out/nsT.$r.stdout")"
 	assert_eq "rank $r stderr" "tail $r" "$(cat "$T/out/nsT.$r.stderr")"
 	grep -q "^complete nsT $r stdout" "$T/tool.log" || fail "no COMPLETE for rank $r stdout"
-	grep -q "^event PROC TERMINATED nsT $r $((r + 3))" "$T/tool.log" || fail "no PROC_TERMINATED for rank $r"
+	grep -q "^event PROC_TERMINATED nsT $r $((r + 3))" "$T/tool.log" || fail "no PROC_TERMINATED for rank $r"
 done
 assert_eq "output files" 6 "$(ls "$T/out" | wc -l)"
 grep -q "^end nsT 3" "$T/tool.log" || fail "no JOB_END with status 3"

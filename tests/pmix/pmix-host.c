@@ -13,7 +13,8 @@
  *
  * CMD runs under /bin/sh -c with the PMIx client environment (PMIX_RANK,
  * PMIX_NAMESPACE, ...).  --hold starts a job's ranks only once a tool has
- * asked to pull that job's output (so a test sees every byte).  --control
+ * asked to pull that job's output, or every job's with an empty nspace (so
+ * a test sees every byte).  --control
  * creates a FIFO that takes lines "job NSPACE:NP:CMD" (start a job now) and
  * "quit".  The host logs one line per event on stdout: "uri URI",
  * "job NSPACE started", "job NSPACE ended STATUS", ...
@@ -193,6 +194,13 @@ static pmix_status_t up_iof_pull(const pmix_proc_t procs[], size_t nprocs,
 	bool any = false;
 	pthread_mutex_lock(&host.lock);
 	for (size_t p = 0; p < nprocs; p++)
+		if (!procs[p].nspace[0] && !host.pulled_all) {
+			/* an empty nspace pulls every job, also later ones
+			 * (PMIx's nspace match, iofs's all-namespaces pull) */
+			host.pulled_all = true;
+			any = true;
+		}
+	for (size_t p = 0; p < nprocs; p++)
 		for (int j = 0; j < host.njobs; j++)
 			if (strcmp(host.jobs[j]->nspace, procs[p].nspace) ==
 				0 &&
@@ -306,7 +314,7 @@ static void main_loop(void)
 			}
 			bool pulled;
 			pthread_mutex_lock(&host.lock);
-			pulled = job->pulled;
+			pulled = job->pulled || host.pulled_all;
 			pthread_mutex_unlock(&host.lock);
 			if (job->registered && !job->started &&
 			    (!host.hold || pulled))

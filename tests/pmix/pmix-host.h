@@ -66,6 +66,7 @@ struct host {
 	pthread_mutex_t lock;
 	int wake[2]; /* progress thread / signal handler -> main loop */
 	bool hold;
+	bool pulled_all; /* under lock: a tool pulled the empty nspace (all) */
 	bool quit;
 	const char *control;
 	int control_fd;

@@ -6,7 +6,8 @@
  * stderr of every rank of each new nspace, and appends the bytes to
  * OUTDIR/NSPACE.RANK.{stdout,stderr}.  It logs one line per event on stdout:
  *   "ns NSPACE", "pulled NSPACE", "complete NSPACE RANK CHANNEL",
- *   "event NAME NSPACE RANK CODE", "pushed STATUS", "lost".
+ *   "event NAME NSPACE RANK CODE" (NAME: see status_name()),
+ *   "pushed STATUS", "lost".
  * --push NSPACE:RANK:FILE pushes FILE's bytes then EOF to that rank (RANK
  * may be '*'), once the nspace was seen; non-blocking with a callback.
  * --exit-after-end N exits 0 after N JOB_END events.
@@ -51,6 +52,23 @@ static void post(const char *fmt, ...)
 	line[n++] = '\n';
 	ssize_t w = write(tool.pipe[1], line, n);
 	(void)w;
+}
+
+/* Names that do not depend on the libpmix version: PMIx_Error_string says
+ * "PROC TERMINATED" / "SUCCESS" in 4.2.2 and "PMIX_EVENT_PROC_TERMINATED" /
+ * "PMIX_SUCCESS" in 5.0.7. */
+static const char *status_name(pmix_status_t st)
+{
+	switch (st) {
+	case PMIX_SUCCESS:
+		return "SUCCESS";
+	case PMIX_EVENT_PROC_TERMINATED:
+		return "PROC_TERMINATED";
+	case PMIX_EVENT_JOB_END:
+		return "JOB_END";
+	default:
+		return PMIx_Error_string(st);
+	}
 }
 
 static void on_iof(size_t iofhdlr, pmix_iof_channel_t channel,
@@ -111,7 +129,7 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 	else if (status == PMIX_EVENT_JOB_END)
 		post("end %s %d", ns, code);
 	else
-		post("event %s %s %ld %d", PMIx_Error_string(status), ns, rank,
+		post("event %s %s %ld %d", status_name(status), ns, rank,
 		     code);
 	if (cbfunc)
 		cbfunc(PMIX_SUCCESS, NULL, 0, NULL, NULL, cbdata);
@@ -120,7 +138,7 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 static void on_reg(pmix_status_t status, size_t refid, void *cbdata)
 {
 	const char *what = cbdata;
-	post("registered %s %s", what, PMIx_Error_string(status));
+	post("registered %s %s", what, status_name(status));
 }
 
 struct push {
@@ -136,7 +154,7 @@ static void on_pushed(pmix_status_t status, void *cbdata)
 	if (p->info)
 		PMIX_INFO_FREE(p->info, p->ninfo);
 	free(p);
-	post("pushed %s", PMIx_Error_string(status));
+	post("pushed %s", status_name(status));
 }
 
 static int push(const pmix_proc_t *target, char *bytes, size_t len, bool eof)
@@ -312,6 +330,14 @@ int main(int argc, char **argv)
 			break;
 	}
 out_finalize:
+#if PMIX_NUMERIC_VERSION >= 0x00050000
+	/* libpmix 5.0.7's finalize locks a mutex in its freed event base
+	 * while the server is connected: it crashes or hangs under
+	 * MALLOC_PERTURB_ (docs/pmix.md, libpmix 5 pitfall 1).  Exit instead;
+	 * the server sees the connection close. */
+	return rc;
+#else
 	PMIx_tool_finalize();
 	return rc;
+#endif
 }

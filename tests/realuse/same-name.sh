@@ -2,12 +2,11 @@
 # A second run of the same --nspace while a reader still has the first
 # job's file open and its output unread (issue 11: "a second run of the
 # same name must never silently destroy a job that still has readers or
-# unread output").  The reader of the first job gets every byte of it to
-# its end, and the first job's output stays reachable in the mount; the
-# second run's output is exact wherever the rule puts it.
-# The rule (docs/filesystem.md, "Job names"): the first job keeps its name
-# while an open file still reads it; the second run is 'dup~1' and
-# iofs-run says so.
+# unread output").  The documented collision rule (docs/filesystem.md "When
+# the name is taken"): the first job, ended but read by a reader short of
+# its end, stays `dup`; the second run becomes `dup~1` (info `requested:
+# dup`, iofs-run says so on stderr); the reader gets every byte of the
+# first job.  Once nobody reads it, a third run replaces the ended `dup`.
 # Models flux-core's 'attach: detached job was not canceled' and Slurm's
 # job-name reuse (a name is no identity: sbatch --job-name twice keeps both).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
@@ -20,30 +19,29 @@ FIRST=$!
 track $FIRST
 wait_for 10 test -e "$MNT/dup/0/stdout" || fail "first job did not appear"
 # a slow reader of the first job, attached before it writes
-start_pacer "$MNT/dup/0/stdout" "$T/first.got" -c 4096 -d 20
+start_pacer "$MNT/dup/0/stdout" "$T/first.got" -c 4096 -d 50
 READER=$PACER_PID
 touch "$T/go1"
 wait_for 20 finished $FIRST || fail "first job did not end"
 kill -0 $READER 2>/dev/null || fail "reader already done: the case needs unread output"
 
 # the second run of the same name, while the first job is read
-"$IOFS_RUN" --nspace dup -- sh -c 'echo second run' >"$T/second.out" 2>&1
-log "second run: status $?, said: $(cat "$T/second.out")"
+"$IOFS_RUN" --nspace dup -- sh -c 'echo "second run as $IOFS_NSPACE"' >"$T/second.out" 2>"$T/second.err"
+assert_eq "second run status" 0 $?
+assert_eq "second run's own terminal" "" "$(cat "$T/second.out")"
+grep -q "job name 'dup' is taken.*this run is 'dup~1'" "$T/second.err" ||
+	fail "iofs-run did not say where the second run went: $(cat "$T/second.err")"
+assert_eq "second run's output" "second run as dup~1" "$(timeout 5 cat "$MNT/dup~1/0/stdout")"
+assert_eq "second run requested" dup "$(info_get "$MNT/dup~1/info" requested)"
+kill -0 $READER 2>/dev/null || fail "reader already done: the case needs unread output"
 wait_for 60 finished $READER || fail "reader of the first job did not end"
 expect_bytes "first job through its open reader" "$T/first.exp" "$T/first.got"
-# the first job's output is still in the mount, under some name
-found=
-for d in "$MNT"/*/; do
-	f="$d/0/stdout"
-	[ -e "$f" ] && [ "$(stat -c %s "$f")" = 307200 ] &&
-		[ "$(timeout 5 head -c 64 "$f" | od -An -tx1)" = "$(head -c 64 "$T/first.exp" | od -An -tx1)" ] &&
-		found=$d
-done
-[ -n "$found" ] || fail "the first job was destroyed by the second run: $(ls "$MNT")"
-log "first job still at $found"
-[ "$found" = "$MNT/dup/" ] || fail "the first job moved: found at $found"
-# the second run is dup~1, and iofs-run said so
-assert_eq "second run's output" "second run" "$(cat "$MNT/dup~1/0/stdout" 2>&1)"
-grep -q "this run is 'dup~1'" "$T/second.out" || fail "iofs-run did not say its name: $(cat "$T/second.out")"
-assert_eq "dup~1 requested" "dup" "$(info_get "$MNT/dup~1/info" requested)"
+expect_bytes "first job still at dup" "$T/first.exp" "$MNT/dup/0/stdout"
+flow_paired dup 0
+
+# nobody reads the ended first job any more: the next run replaces it
+"$IOFS_RUN" --nspace dup -- echo third run >"$T/third.out" 2>&1
+assert_eq "third run status" 0 $?
+assert_eq "third run replaced dup" "third run" "$(timeout 5 cat "$MNT/dup/0/stdout")"
+assert_eq "jobs" "$(printf 'dup\ndup~1')" "$(ls -1 "$MNT" | sort)"
 log "OK"

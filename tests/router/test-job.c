@@ -225,9 +225,15 @@ static void job_size_holds_completion(void **state)
 	router_job_stats(job, &st);
 	assert_int_equal(st.dropped_bytes, 5);
 	assert_int_equal(st.stdout_bytes, 0);
-	/* An unknown rank delivering into the finished job: a new run. */
+	/* An unknown rank delivering into the finished job: a new run.  The
+	 * old job may be freed and its address reused (glibc 2.41 does), so
+	 * the new run is told by its own counters, not by its address. */
 	h_puts(h, "js", 7, "new\n");
-	assert_ptr_not_equal(router_job_lookup(h->r, "js"), job);
+	job = router_job_lookup(h->r, "js");
+	assert_non_null(job);
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.stdout_bytes, 4);
 	h_free(h);
 }
 
@@ -269,7 +275,7 @@ static void remove_incomplete_job(void **state)
 	    ROUTER_SUCCESS);
 	assert_int_equal(n, 0); /* EOF, not "try again" */
 	router_reader_close(rd); /* frees the old job: its address may be
-				  * reused, so compare contents */
+				  * reused (glibc 2.41 does), so compare contents */
 	h_reg(h, "inc", 1, 3);
 	assert_null(router_job_rank(router_job_lookup(h->r, "inc"), 0));
 	h_free(h);
@@ -299,9 +305,13 @@ static void index_many_jobs(void **state)
 	for (int i = 1; i < NJOBS; i += 6) {
 		snprintf(ns, sizeof(ns), "left.%d", i);
 		router_job_t *old = router_job_lookup(h->r, ns);
+		struct router_stats st;
 		assert_non_null(old);
 		h_reg(h, ns, 0, 1); /* replaces the complete job */
-		assert_ptr_not_equal(router_job_lookup(h->r, ns), old);
+		/* a new run, told by its state: the old one is freed and
+		 * glibc 2.41 may give the new one its address */
+		router_job_stats(router_job_lookup(h->r, ns), &st);
+		assert_int_equal(st.state, ROUTER_STATE_RUNNING);
 	}
 	size_t listed = 0;
 	for (router_job_t *j = router_job_first(h->r); j;
