@@ -26,6 +26,7 @@
 
 #include "fs/fs.h"
 #include "fs/output_dir.h"
+#include "fs/spool.h"
 #include "iofs_config.h"
 #include "router/router.h"
 #include "net/server.h"
@@ -49,6 +50,8 @@ struct options {
 	const char *mountpoint;
 	char mountpoint_abs[PATH_MAX];
 	char output_dir_abs[PATH_MAX];
+	const char *spool; /* -o spool=DIR; NULL = none */
+	char spool_abs[PATH_MAX];
 	uint32_t linger_s;
 	uint32_t linger_lost_s;
 	uint64_t stdin_uid_max;
@@ -65,6 +68,7 @@ struct daemon {
 	router_t *r;
 	fs_t *fs;
 	output_dir_t *od;
+	spool_t *spool;
 	net_server_t *net;
 #if IOFS_FS_WITH_PMIX
 	pmix_source_t *pmix;
@@ -86,6 +90,7 @@ static void usage(FILE *f)
 	    "  -d                 log every FUSE request (implies -f)\n"
 	    "  -o linger=SECONDS  remove completed jobs after SECONDS\n"
 	    "  -o window=BYTES    retained bytes per stream (default 1 MiB)\n"
+	    "  -o spool=DIR       keep every stream's whole history in DIR\n"
 	    "  -o max_read=BYTES  largest read request the kernel sends\n"
 	    "  -o allow_remote    accept TCP forwarders not on loopback\n"
 	    "  -o loglevel=LEVEL  err, warning, notice, info (default), "
@@ -177,6 +182,13 @@ static int parse_o(struct options *o, char *arg)
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
 				 used ? "," : "", tok);
+		} else if (!strncmp(tok, "spool=", 6)) {
+			if (!tok[6]) {
+				fprintf(stderr, "iofs: bad -o spool=: give a "
+						"directory\n");
+				return -1;
+			}
+			o->spool = tok + 6;
 		} else if (!strcmp(tok, "allow_remote")) {
 			o->allow_remote_tcp = true;
 		} else if (!strcmp(tok, "debug")) {
@@ -431,6 +443,8 @@ static void release_daemon(struct daemon *d)
 	d->fs = NULL;
 	router_free(d->r);
 	d->r = NULL;
+	spool_free(d->spool); /* after the router: it closes its files */
+	d->spool = NULL;
 	if (d->grace_ev)
 		event_free(d->grace_ev);
 	d->grace_ev = NULL;
@@ -550,6 +564,10 @@ static int check_paths(const struct options *o)
 		what = "--output-dir";
 		path = o->output_dir;
 	}
+	if (!what && o->spool && fs_path_inside(o->mountpoint_abs, o->spool)) {
+		what = "-o spool=";
+		path = o->spool;
+	}
 	for (size_t i = 0; !what && i < o->nlisten; i++) {
 		if (!strncmp(o->listen[i], "unix:", 5) &&
 		    fs_path_inside(o->mountpoint_abs, o->listen[i] + 5)) {
@@ -571,8 +589,25 @@ static int check_paths(const struct options *o)
 	return -EINVAL;
 }
 
-/* The mount point and --output-dir made absolute and checked.  0, or -1
- * after saying why on stderr. */
+/* Make *@path (if set) absolute, in @buf (PATH_MAX): the daemon leaves
+ * its working directory. */
+static int abs_path(const char **path, char *buf, const char *what)
+{
+	char cwd[PATH_MAX];
+
+	if (!*path || (*path)[0] == '/')
+		return 0;
+	if (!getcwd(cwd, sizeof(cwd)) ||
+	    (size_t)snprintf(buf, PATH_MAX, "%s/%s", cwd, *path) >= PATH_MAX) {
+		fprintf(stderr, "iofs: %s %s: path too long\n", what, *path);
+		return -1;
+	}
+	*path = buf;
+	return 0;
+}
+
+/* The mount point, --output-dir and -o spool= made absolute and checked.
+ * 0, or -1 after saying why on stderr. */
 static int resolve_paths(struct options *o)
 {
 	char err[1024] = "";
@@ -586,20 +621,9 @@ static int resolve_paths(struct options *o)
 			strerror(errno));
 		return -1;
 	}
-	if (o->output_dir && o->output_dir[0] != '/') {
-		char cwd[PATH_MAX];
-
-		if (!getcwd(cwd, sizeof(cwd)) ||
-		    (size_t)snprintf(o->output_dir_abs, sizeof(o->output_dir_abs),
-				     "%s/%s", cwd, o->output_dir) >=
-			sizeof(o->output_dir_abs)) {
-			fprintf(stderr,
-				"iofs: --output-dir %s: path too long\n",
-				o->output_dir);
-			return -1;
-		}
-		o->output_dir = o->output_dir_abs;
-	}
+	if (abs_path(&o->output_dir, o->output_dir_abs, "--output-dir") < 0 ||
+	    abs_path(&o->spool, o->spool_abs, "-o spool=") < 0)
+		return -1;
 	if (check_paths(o) < 0)
 		return -1;
 	return 0;
@@ -645,12 +669,20 @@ int main(int argc, char **argv)
 	}
 	rc_cfg.window = o.window;
 	rc_cfg.log = d.log;
+	if (o.spool) {
+		if (spool_new(d.log, o.spool, err, sizeof(err), &d.spool) < 0)
+			goto out_fail;
+		rc_cfg.store = spool_store_ops();
+		rc_cfg.store_ctx = d.spool;
+	}
 	rc = router_new(d.base, &rc_cfg, &d.r);
 	if (rc != 0) {
 		snprintf(err, sizeof(err), "cannot create the router: %s",
 			 router_strerror(rc));
 		goto out_fail;
 	}
+	if (d.spool)
+		spool_restore(d.spool, d.r); /* an earlier life's jobs */
 	{
 		struct fs_config fc = {
 		    .mountpoint = o.mountpoint_abs,

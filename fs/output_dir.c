@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "fs/output_dir.h"
 
+#include "fs/safe_dir.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -33,159 +35,6 @@ struct output_dir {
 	size_t nopen;
 	TAILQ_HEAD(od_stream_list, od_stream) streams; /* MRU first */
 };
-
-static int mkdir_p(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-			*p = '/';
-			return -errno;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0755) != 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-/*
- * The top directory: owned by root or by us, writable by nobody else.  Every
- * name below it is then created by us (openat/mkdirat relative to its fd,
- * O_NOFOLLOW), so no other user can plant a link on the way to a file we
- * write as root.  0, or a positive errno with a reason in @why.
- */
-static int od_check_top(int fd, char *why, size_t whylen)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) != 0) {
-		snprintf(why, whylen, "%s", strerror(errno));
-		return errno;
-	}
-	if (st.st_uid != 0 && st.st_uid != geteuid()) {
-		snprintf(why, whylen,
-			 "owned by uid %u: it must belong to root or to the "
-			 "daemon's user (uid %u)",
-			 (unsigned)st.st_uid, (unsigned)geteuid());
-		return EPERM;
-	}
-	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		snprintf(why, whylen,
-			 "mode %04o is writable by other users (another user "
-			 "could plant a link where a job's files go): "
-			 "chmod go-w it",
-			 (unsigned)(st.st_mode & 07777));
-		return EPERM;
-	}
-	return 0;
-}
-
-/* -errno of a failed open of @name, a planted link named as such. */
-static int od_open_failed(const char *name, char *why, size_t whylen)
-{
-	int e = errno;
-
-	if (e == ELOOP || e == ENOTDIR)
-		snprintf(why, whylen,
-			 "%s is a symbolic link or not a directory: not "
-			 "following it",
-			 name);
-	return -e;
-}
-
-/* @fd (closed here) belongs to another uid than the job's @uid: -EPERM
- * with the reason in @why. */
-static int od_not_owned(int fd, const char *what, const char *name,
-			const struct stat *st, uint32_t uid, char *why,
-			size_t whylen)
-{
-	snprintf(why, whylen,
-		 "%s %s belongs to uid %u, the job to uid %u: not writing "
-		 "into it",
-		 what, name, (unsigned)st->st_uid, (unsigned)uid);
-	close(fd);
-	return -EPERM;
-}
-
-/*
- * Open (creating if needed) directory @name in @dirfd for a job of
- * @uid/@gid: never through a symlink, and only a directory that already
- * belongs to @uid (or one we just made and gave to it, 0750).  Returns an
- * fd or -errno; -EPERM with @why filled on a directory of someone else.
- */
-static int od_open_dir(int dirfd, const char *name, uint32_t uid,
-		       uint32_t gid, char *why, size_t whylen)
-{
-	struct stat st;
-	bool made = false;
-	int fd;
-
-	if (mkdirat(dirfd, name, 0700) == 0)
-		made = true;
-	else if (errno != EEXIST)
-		return -errno;
-	fd = openat(dirfd, name,
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return od_open_failed(name, why, whylen);
-	if (fstat(fd, &st) != 0)
-		goto fail_errno;
-	if (made && st.st_uid != uid &&
-	    (fchown(fd, uid, gid) != 0 || fstat(fd, &st) != 0))
-		goto fail_errno;
-	if (st.st_uid != uid)
-		return od_not_owned(fd, "directory", name, &st, uid, why,
-				    whylen);
-	if (made && fchmod(fd, 0750) != 0)
-		goto fail_errno;
-	return fd;
-
-fail_errno:
-	fd = (close(fd), -errno);
-	return fd;
-}
-
-/* The job's file @name in @dirfd: a regular file of @uid with one link,
- * created 0640 in its name; never through a symlink. */
-static int od_open_file(int dirfd, const char *name, bool truncate,
-			uint32_t uid, uint32_t gid, char *why, size_t whylen)
-{
-	struct stat st;
-	int fd = openat(dirfd, name,
-			O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
-			    O_NONBLOCK | O_CLOEXEC,
-			0600);
-
-	if (fd < 0)
-		return od_open_failed(name, why, whylen);
-	if (fstat(fd, &st) != 0)
-		goto fail_errno;
-	if (!S_ISREG(st.st_mode) || st.st_nlink != 1) {
-		snprintf(why, whylen,
-			 "%s is not a plain file with one link: not writing "
-			 "into it",
-			 name);
-		close(fd);
-		return -EPERM;
-	}
-	if (st.st_uid != uid && st.st_uid == geteuid() && st.st_size == 0 &&
-	    (fchown(fd, uid, gid) != 0 || fstat(fd, &st) != 0))
-		goto fail_errno;
-	if (st.st_uid != uid)
-		return od_not_owned(fd, "file", name, &st, uid, why,
-				    whylen);
-	if ((truncate && ftruncate(fd, 0) != 0) ||
-	    ((st.st_mode & 07777) != 0640 && fchmod(fd, 0640) != 0))
-		goto fail_errno;
-	return fd;
-
-fail_errno:
-	fd = (close(fd), -errno);
-	return fd;
-}
 
 static void od_close(struct output_dir *od, struct od_stream *s)
 {
@@ -251,16 +100,17 @@ static int od_open(struct output_dir *od, struct od_stream *s, bool truncate,
 		od_close(od, last);
 	}
 	snprintf(rank, sizeof(rank), "%" PRIu32, s->rank);
-	nsfd = od_open_dir(od->dirfd, s->nspace, uid, gid, why, whylen);
+	nsfd = safe_dir_open(od->dirfd, s->nspace, uid, gid, 0750, why,
+			     whylen);
 	if (nsfd < 0)
 		return nsfd;
-	rkfd = od_open_dir(nsfd, rank, uid, gid, why, whylen);
+	rkfd = safe_dir_open(nsfd, rank, uid, gid, 0750, why, whylen);
 	close(nsfd);
 	if (rkfd < 0)
 		return rkfd;
-	s->fd = od_open_file(
+	s->fd = safe_file_open(
 	    rkfd, s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr",
-	    truncate, uid, gid, why, whylen);
+	    O_WRONLY | O_NONBLOCK, 0640, truncate, uid, gid, why, whylen);
 	close(rkfd);
 	if (s->fd < 0)
 		return s->fd;
@@ -322,7 +172,6 @@ int output_dir_new(router_t *r, iofs_log_t *log, const char *dir, char *err,
 		   size_t errlen, output_dir_t **out)
 {
 	struct output_dir *od;
-	char why[256];
 	int rc;
 
 	*out = NULL;
@@ -336,25 +185,9 @@ int output_dir_new(router_t *r, iofs_log_t *log, const char *dir, char *err,
 	od->log = log;
 	od->dirfd = -1;
 	TAILQ_INIT(&od->streams);
-	rc = mkdir_p(od->dir);
-	if (rc < 0) {
-		snprintf(err, errlen,
-			 "--output-dir %s: %s: give a writable "
-			 "directory",
-			 dir, strerror(-rc));
-		goto out_free;
-	}
-	od->dirfd = open(od->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	od->dirfd = safe_dir_top(od->dir, 0755, "--output-dir", err, errlen);
 	if (od->dirfd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "--output-dir %s: %s", dir,
-			 strerror(-rc));
-		goto out_free;
-	}
-	rc = od_check_top(od->dirfd, why, sizeof(why));
-	if (rc) {
-		snprintf(err, errlen, "--output-dir %s: %s", dir, why);
-		rc = -rc;
+		rc = od->dirfd;
 		goto out_free;
 	}
 	rc = router_subscribe(r, NULL, ROUTER_RANK_WILDCARD,

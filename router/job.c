@@ -112,7 +112,9 @@ static router_job_t *job_new(router_t *r, const char *nspace,
 	if (strmap_put(&r->job_index, job->nspace, job) < 0)
 		goto fail_free;
 	for (int ci = 0; ci < CI_N; ci++) {
-		stream_init(&job->m[ci].s, r, merged_stream_flow, now);
+		stream_init(&job->m[ci].s, r, merged_stream_flow, now, job,
+			    ROUTER_RANK_WILDCARD,
+			    ci == CI_OUT ? ROUTER_CH_STDOUT : ROUTER_CH_STDERR);
 		job->m[ci].job = job;
 	}
 	TAILQ_INSERT_TAIL(&r->jobs, job, link);
@@ -144,11 +146,35 @@ static void job_free(router_job_t *job)
 		rank_free(r, job->ranks[i]);
 	for (int ci = 0; ci < CI_N; ci++)
 		stream_destroy(&job->m[ci].s);
+	if (job->store)
+		r->store->job_close(job->store, job->store_discard);
 	TAILQ_REMOVE(&r->all_jobs, job, all_link);
 	free(job->ranks);
+	for (size_t i = 0; i < job->nnotes; i++)
+		free(job->notes[i]);
 	free(job->requested);
 	free(job->nspace);
 	free(job);
+}
+
+void *job_store(router_job_t *job)
+{
+	router_t *r = job->r;
+	int rc;
+
+	if (job->store || job->store_failed || !r->store)
+		return job->store;
+	rc = r->store->job_open(r->store_ctx, job->nspace, &job->store);
+	if (rc < 0) {
+		job->store = NULL;
+		job->store_failed = true;
+		router_logf(r, LOG_ERR,
+			    "job %s: spool: %s: only the last window of its "
+			    "streams is kept",
+			    job->nspace, strerror(-rc));
+	}
+	job_state_save(job);
+	return job->store;
 }
 
 router_job_t *router_job_ref(router_job_t *job)
@@ -176,6 +202,7 @@ static void job_unlink(router_job_t *job)
 	for (int ci = 0; ci < CI_N; ci++)
 		stream_flow_release(&job->m[ci].s);
 	TAILQ_REMOVE(&job->r->jobs, job, link);
+	job->store_discard = !job->r->freeing; /* removed or replaced */
 	if (strmap_get(&job->r->job_index, job->nspace) == job)
 		strmap_del(&job->r->job_index, job->nspace);
 	if (job->owner_counted)
@@ -310,6 +337,7 @@ static void job_check_complete(router_job_t *job)
 		job->m[ci].open = NULL;
 		stream_complete(&job->m[ci].s);
 	}
+	job_state_save(job);
 }
 
 static router_rank_t *rank_new(router_job_t *job, uint32_t id,
@@ -347,7 +375,8 @@ static router_rank_t *rank_new(router_job_t *job, uint32_t id,
 	TAILQ_INIT(&rank->sent);
 	for (int ci = 0; ci < CI_N; ci++) {
 		stream_init(&rank->ch[ci].s, r, rank_stream_flow,
-			    router_now(r));
+			    router_now(r), job, id,
+			    ci == CI_OUT ? ROUTER_CH_STDOUT : ROUTER_CH_STDERR);
 		rank->ch[ci].rank = rank;
 	}
 	at = rank_search(job, id);
@@ -701,6 +730,27 @@ uint32_t router_job_size(const router_job_t *job)
 const char *router_job_requested(const router_job_t *job)
 {
 	return job->requested ? job->requested : job->nspace;
+}
+
+int router_job_note(router_job_t *job, const char *text)
+{
+	if (!job || !text || !router_text_valid(text, strlen(text)))
+		return ROUTER_ERR_BAD_PARAM;
+	for (size_t i = 0; i < job->nnotes; i++)
+		if (!strcmp(job->notes[i], text))
+			return 0;
+	if (job->nnotes == ROUTER_NOTES_MAX)
+		return ROUTER_ERR_BAD_PARAM;
+	char *copy = strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	job->notes[job->nnotes++] = copy;
+	return 0;
+}
+
+const char *router_job_note_at(const router_job_t *job, size_t i)
+{
+	return i < job->nnotes ? job->notes[i] : NULL;
 }
 
 void router_job_owner_refused(router_job_t *job, uint32_t uid, const char *what)

@@ -82,12 +82,17 @@ struct router_job {
 	bool owner_set;		/* uid/gid fixed (a registration named them) */
 	char *requested;	/* owned; NULL = same as nspace */
 	uint64_t owner_refused; /* other uids refused (join, replace) */
+	char *notes[ROUTER_NOTES_MAX]; /* owned; router_job_note() */
+	size_t nnotes;
 	router_directives_t dirs; /* job defaults for the merged view */
 	int exit_status;	  /* first non-zero */
 	bool any_lost;
 	bool complete;
 	uint32_t writers; /* writers attached to the job's stdin */
 	struct merged m[CI_N];
+	void *store;	   /* router_store_ops job handle, NULL until needed */
+	bool store_failed; /* job_open failed: logged once, no storage */
+	bool store_discard; /* removed (not by router_free): storage may go */
 };
 
 /* 0 or ROUTER_ERR_BAD_PARAM; *ci set. */
@@ -102,6 +107,11 @@ int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 		const void *bytes, size_t len, const router_directives_t *d);
 /* Shutdown: complete everything, release every latch. */
 void job_shutdown(router_job_t *job);
+/* The job's storage handle, opened on first use: NULL if the router has
+ * no storage or it failed (logged once). */
+void *job_store(router_job_t *job);
+/* Record the job's state in its storage (restart), if it has some. */
+void job_state_save(router_job_t *job);
 /* router_free(): drop the job whatever its references. */
 void job_destroy(router_job_t *job);
 

@@ -213,6 +213,14 @@ void router_run_timers(router_t *r)
 				    router_strerror(rc));
 	}
 	router_timer_arm(r);
+	stream_store_retry(r);
+}
+
+static void on_store_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	stream_store_retry(arg);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -583,6 +591,8 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->clock = cfg->clock ? cfg->clock : default_clock;
 	r->clock_ctx = cfg->clock_ctx;
 	r->log = cfg->log;
+	r->store = cfg->store;
+	r->store_ctx = cfg->store_ctx;
 	r->loop_thread = pthread_self();
 	TAILQ_INIT(&r->jobs);
 	TAILQ_INIT(&r->all_jobs);
@@ -597,8 +607,10 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	pthread_cond_init(&r->xq_cond, NULL);
 	r->ev_notify = event_new(base, -1, 0, on_notify, r);
 	r->ev_timer = evtimer_new(base, on_timer, r);
+	r->ev_store = evtimer_new(base, on_store_timer, r);
+	TAILQ_INIT(&r->store_wait);
 	r->ev_xq = event_new(base, -1, 0, on_xq, r);
-	if (!r->ev_notify || !r->ev_timer || !r->ev_xq) {
+	if (!r->ev_notify || !r->ev_timer || !r->ev_xq || !r->ev_store) {
 		router_free(r);
 		return -ENOMEM;
 	}
@@ -631,6 +643,8 @@ void router_shutdown(router_t *r)
 	router_flush_check(r);
 	if (r->ev_timer)
 		evtimer_del(r->ev_timer);
+	if (r->ev_store)
+		evtimer_del(r->ev_store);
 }
 
 void router_free(router_t *r)
@@ -661,6 +675,8 @@ void router_free(router_t *r)
 		event_free(r->ev_notify);
 	if (r->ev_timer)
 		event_free(r->ev_timer);
+	if (r->ev_store)
+		event_free(r->ev_store);
 	if (r->ev_xq)
 		event_free(r->ev_xq);
 	pthread_cond_destroy(&r->xq_cond);

@@ -137,6 +137,38 @@ bool router_dir_local_output(const router_directives_t *d);
 typedef void (*router_op_cb_t)(int status, void *cbdata);
 typedef uint64_t (*router_clock_fn)(void *ctx); /* CLOCK_REALTIME, ns */
 
+/*
+ * Optional storage behind every stream (the spool, fs/spool.h): each
+ * stream's bytes are appended to it, from offset 0, so the in-memory window
+ * only holds what is in flight and a reader older than the window is served
+ * from it.  Loop thread only.  Handles are opened lazily on a stream's first
+ * byte (a job's on its first stream).  -errno on failure; the router then
+ * logs it once and falls back to the window for that stream.
+ */
+struct router_store_ops {
+	/* A job's storage (@nspace borrowed). */
+	int (*job_open)(void *ctx, const char *nspace, void **jh);
+	/* Close a job's storage (every stream of it closed first);
+	 * @discard as for close(). */
+	void (*job_close)(void *jh, bool discard);
+	/* A stream of the job: @rank or ROUTER_RANK_WILDCARD (merged view),
+	 * @channel ROUTER_CH_STDOUT or ROUTER_CH_STDERR. */
+	int (*open)(void *jh, uint32_t rank, uint32_t channel, void **h);
+	/* Append: bytes written (may be short), or -errno.  -ENOSPC and
+	 * -EDQUOT are not fatal: the router retries later. */
+	ssize_t (*append)(void *h, const struct iovec *iov, int iovcnt);
+	/* Read up to @n bytes at @off (< bytes appended): > 0, or -errno. */
+	ssize_t (*read_at)(void *h, uint64_t off, void *buf, size_t n);
+	/* @discard: the job was removed (its bytes may go); false when the
+	 * router is freed with the job still in its registry (a restart may
+	 * bring it back: router_job_adopt_store()). */
+	void (*close)(void *h, bool discard);
+	/* Optional: record the job's state for a restart, @text of key: value
+	 * lines (uid, gid, state, and "rank: ID STATE STATUS" per rank once
+	 * complete); called when its storage opens and when it completes. */
+	void (*job_state)(void *jh, const char *text, size_t len);
+};
+
 struct router_config {
 	size_t window;         /* retained bytes per stream; 0 = 1 MiB */
 	size_t low_water;      /* XON when the lag falls to this; 0 = window/2 */
@@ -146,6 +178,9 @@ struct router_config {
 	router_clock_fn clock; /* NULL = clock_gettime(CLOCK_REALTIME) */
 	void *clock_ctx;
 	iofs_log_t *log; /* borrowed, outlives the router; NULL = stderr */
+	/* NULL = no storage: the window is all there is (docs/design.md). */
+	const struct router_store_ops *store;
+	void *store_ctx;
 };
 
 /*
@@ -333,11 +368,34 @@ bool router_job_in_use(const router_job_t *job);
 uint32_t router_job_size(const router_job_t *job);
 /* The name its run asked for (== nspace unless the daemon renamed it). */
 const char *router_job_requested(const router_job_t *job);
+/* A producer's word to the job's users about what it cannot do (e.g. a
+ * launcher that reports no per-rank exit codes): one line each, shown as
+ * "note: TEXT" in the job's info; the same text is kept once, control
+ * characters are refused (router_text_valid).  At most ROUTER_NOTES_MAX
+ * notes.  0, ROUTER_ERR_BAD_PARAM or -ENOMEM.  Loop thread. */
+#define ROUTER_NOTES_MAX 8
+int router_job_note(router_job_t *job, const char *text);
+/* The @i-th note (0-based), or NULL past the last one. */
+const char *router_job_note_at(const router_job_t *job, size_t i);
 /* @uid tried to join or replace @job of another owner (@what: "join",
  * "replace"...): count it (owner_refused in the job's info) and log it
  * with both uids. */
 void router_job_owner_refused(router_job_t *job, uint32_t uid,
 			      const char *what);
+
+/*
+ * Restart from storage (the spool): give @job, created by registering its
+ * ranks, the job handle @jh of its earlier life, then each of its streams
+ * (@rank or ROUTER_RANK_WILDCARD, @channel STDOUT or STDERR) the store
+ * handle @h already holding @size bytes: they become the stream's history
+ * (readable from byte 0, counted in its size), and the router owns the
+ * handles from here (closes them).  Before any byte of that stream;
+ * ROUTER_ERR_EXISTS otherwise, ROUTER_ERR_NOT_AVAILABLE without storage
+ * (the handles stay the caller's then).
+ */
+int router_job_adopt_store(router_job_t *job, void *jh);
+int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
+			void *h, uint64_t size);
 
 /* Remove a job from the registry (rmdir).  ROUTER_ERR_BUSY while any rank
  * runs.  A job whose ranks all ended short of its job_size is completed

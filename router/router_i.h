@@ -46,6 +46,8 @@ struct router {
 	router_clock_fn clock;
 	void *clock_ctx;
 	iofs_log_t *log;       /* borrowed */
+	const struct router_store_ops *store; /* NULL = none */
+	void *store_ctx;
 	pthread_t loop_thread; /* under xq_lock */
 	bool shut;	       /* router_shutdown() ran (loop-thread view) */
 	bool freeing;	       /* inside router_free() */
@@ -82,6 +84,10 @@ struct router {
 	TAILQ_HEAD(, router_push) pushes;
 	uint64_t push_seq;
 	TAILQ_HEAD(, flush_wait) flushes;
+
+	/* Streams whose store is full, retried by ev_store. */
+	TAILQ_HEAD(, stream) store_wait;
+	struct event *ev_store;
 
 	size_t mem_used; /* sum of every stream buffer's capacity */
 	char *scratch;	 /* formatting buffer for the merged views */

@@ -3,24 +3,48 @@
 #include "router/stream_i.h"
 
 #include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
+#include "router/job_i.h"
 #include "router/router_i.h"
 
+#define STORE_READ_MAX (1u << 20) /* largest read served from the store */
+
 void stream_init(struct stream *s, router_t *r, stream_flow_fn on_flow,
-		 uint64_t now)
+		 uint64_t now, router_job_t *job, uint32_t rank,
+		 uint32_t channel)
 {
 	memset(s, 0, sizeof(*s));
 	s->r = r;
 	s->on_flow = on_flow;
 	s->mtime_ns = now;
+	s->job = job;
+	s->rank = rank;
+	s->channel = channel;
 	TAILQ_INIT(&s->readers);
+}
+
+static void store_unwait(struct stream *s)
+{
+	if (s->store_full) {
+		TAILQ_REMOVE(&s->r->store_wait, s, store_link);
+		s->store_full = false;
+	}
 }
 
 void stream_destroy(struct stream *s)
 {
+	store_unwait(s);
 	stream_flow_release(s);
+	if (s->store) {
+		s->r->store->close(s->store, s->job->store_discard);
+		s->store = NULL;
+	}
 	if (s->buf) {
 		s->r->mem_used -= s->cap;
 		free(s->buf);
@@ -34,6 +58,155 @@ static size_t ring_idx(const struct stream *s, uint64_t off)
 	return (s->head + (size_t)(off - s->start)) % s->cap;
 }
 
+/* The ring's bytes [@so, @so + @len) (retained) as 1 or 2 iovecs. */
+static int ring_iov(const struct stream *s, uint64_t so, size_t len,
+		    struct iovec iov[2])
+{
+	size_t idx = ring_idx(s, so);
+	size_t first = s->cap - idx;
+
+	if (first > len)
+		first = len;
+	iov[0].iov_base = s->buf + idx;
+	iov[0].iov_len = first;
+	if (len == first)
+		return 1;
+	iov[1].iov_base = s->buf;
+	iov[1].iov_len = len - first;
+	return 2;
+}
+
+/* The store takes every byte from here on (the ring keeps what it has
+ * not taken yet). */
+static bool store_live(const struct stream *s)
+{
+	return s->r->store && !s->store_failed;
+}
+
+/* "nspace/rank/stdout" ("merged" for the views) */
+static void stream_name(const struct stream *s, char *buf, size_t len)
+{
+	char rank[16] = "merged";
+
+	if (s->rank != ROUTER_RANK_WILDCARD)
+		snprintf(rank, sizeof(rank), "%" PRIu32, s->rank);
+	snprintf(buf, len, "%s/%s/%s", router_job_nspace(s->job), rank,
+		 s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr");
+}
+
+static void store_give_up(struct stream *s, int err, const char *what)
+{
+	char name[ROUTER_NSPACE_MAX + 32];
+
+	s->store_failed = true;
+	stream_name(s, name, sizeof(name));
+	router_logf(s->r, LOG_ERR,
+		    "%s: spool %s: %s: from byte %" PRIu64
+		    " on only the last window of it is kept",
+		    name, what, strerror(err), s->stored);
+}
+
+static void latch(struct stream *s, unsigned reason, bool on);
+static void stream_name(const struct stream *s, char *buf, size_t len);
+
+static void store_timer_arm(router_t *r)
+{
+	struct timeval tv = {0, STORE_RETRY_NS / 1000};
+
+	if (!r->shut && !evtimer_pending(r->ev_store, NULL))
+		evtimer_add(r->ev_store, &tv);
+}
+
+/* The store is full: hold the producer(s) back, retry on the timer. */
+static void store_wait(struct stream *s, int err)
+{
+	char name[ROUTER_NSPACE_MAX + 32];
+
+	if (!s->store_full) {
+		stream_name(s, name, sizeof(name));
+		router_logf(s->r, LOG_WARNING,
+			    "%s: spool write: %s: holding its producer back "
+			    "at byte %" PRIu64 ", retrying",
+			    name, strerror(err), s->stored);
+		s->store_full = true;
+		TAILQ_INSERT_TAIL(&s->r->store_wait, s, store_link);
+	}
+	if (!s->complete)
+		latch(s, SUSPEND_SPOOL, true);
+	store_timer_arm(s->r);
+}
+
+/* Write [stored, end) from the ring to the store (opened on first use). */
+static void store_sync(struct stream *s)
+{
+	const struct router_store_ops *ops = s->r->store;
+
+	if (!store_live(s) || s->stored >= s->end)
+		return;
+	if (!s->store) {
+		void *jh = job_store(s->job);
+		int rc = jh && s->stored == 0 && s->start == 0
+			     ? ops->open(jh, s->rank, s->channel, &s->store)
+			     : -EIO;
+
+		if (rc < 0) {
+			s->store = NULL;
+			if (jh)
+				store_give_up(s, -rc, "open");
+			else
+				s->store_failed = true; /* logged by the job */
+			return;
+		}
+	}
+	while (s->stored < s->end) {
+		struct iovec iov[2];
+		int cnt = ring_iov(s, s->stored, (size_t)(s->end - s->stored),
+				   iov);
+		ssize_t w = ops->append(s->store, iov, cnt);
+
+		if (w == -ENOSPC || w == -EDQUOT) {
+			store_wait(s, (int)-w);
+			return;
+		}
+		if (w <= 0) {
+			store_give_up(s, w < 0 ? (int)-w : EIO, "write");
+			return;
+		}
+		s->stored += (uint64_t)w;
+	}
+}
+
+int stream_adopt(struct stream *s, void *h, uint64_t size)
+{
+	if (s->end || s->store || s->buf)
+		return ROUTER_ERR_EXISTS;
+	s->store = h;
+	s->stored = s->start = s->end = size;
+	return 0;
+}
+
+void stream_store_retry(router_t *r)
+{
+	struct stream *s, *next;
+	char name[ROUTER_NSPACE_MAX + 32];
+
+	for (s = TAILQ_FIRST(&r->store_wait); s; s = next) {
+		next = TAILQ_NEXT(s, store_link);
+		TAILQ_REMOVE(&r->store_wait, s, store_link);
+		s->store_full = false;
+		store_sync(s); /* back on the list if still full */
+		if (s->store_full)
+			continue;
+		if (!s->store_failed) {
+			stream_name(s, name, sizeof(name));
+			router_logf(r, LOG_NOTICE,
+				    "%s: spool write resumed at byte %" PRIu64,
+				    name, s->stored);
+		}
+		latch(s, SUSPEND_SPOOL, false);
+	}
+}
+
 /* Lowest cursor of a blocking reader, UINT64_MAX if there is none. */
 static uint64_t blocking_limit(const struct stream *s)
 {
@@ -45,6 +218,13 @@ static uint64_t blocking_limit(const struct stream *s)
 			m = rd->cursor;
 	}
 	return m;
+}
+
+/* The ring may forget bytes below this: the store's end while it takes
+ * every byte, else the slowest blocking reader's cursor. */
+static uint64_t retain_limit(const struct stream *s)
+{
+	return store_live(s) ? s->stored : blocking_limit(s);
 }
 
 static uint64_t stream_lag(const struct stream *s)
@@ -75,6 +255,8 @@ static void count_dropped(struct stream *s, uint64_t a, uint64_t b)
 {
 	uint64_t m;
 
+	if (s->stored > a) /* still readable from the store */
+		a = s->stored;
 	if (b <= a)
 		return;
 	m = TAILQ_EMPTY(&s->readers) ? a : lowest_cursor(s);
@@ -159,7 +341,7 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 
 	if (n == 0)
 		return 0;
-	limit = blocking_limit(s);
+	limit = retain_limit(s);
 	new_end = s->end + n;
 	target = new_end > r->window ? new_end - r->window : 0;
 	if (target > limit)
@@ -207,6 +389,7 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 		memcpy(s->buf, src + first, n - first);
 		s->end += n;
 	}
+	store_sync(s);
 	s->mtime_ns = now;
 	notify_readers(s);
 	if (stream_lag(s) > r->window)
@@ -229,6 +412,7 @@ void stream_flow_release(struct stream *s)
 {
 	latch(s, SUSPEND_LAG, false);
 	latch(s, SUSPEND_MEM, false);
+	latch(s, SUSPEND_SPOOL, false);
 }
 
 void stream_flow_check(struct stream *s)
@@ -243,7 +427,7 @@ void stream_flow_check(struct stream *s)
 	if ((s->held & SUSPEND_LAG) && lag <= r->low_water)
 		latch(s, SUSPEND_LAG, false);
 	if (s->held & SUSPEND_MEM) {
-		uint64_t lim = blocking_limit(s);
+		uint64_t lim = retain_limit(s);
 
 		/* Under memory pressure retention yields: keep only what the
 		 * blocking readers still need.  (No realloc here: a read's
@@ -273,13 +457,19 @@ int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
 	if (!(flags & ROUTER_READER_NONBLOCK))
 		s->nblocking++;
 	/* Existing bytes or EOF: let the reader know. */
-	if (s->end > s->start || s->complete)
+	if (s->end > s->start || s->stored || s->complete)
 		router_queue_ready(s->r, rd);
 	stream_flow_check(s);
 	if (stream_lag(s) > s->r->window && !s->complete)
 		latch(s, SUSPEND_LAG, true);
 	*out = rd;
 	return 0;
+}
+
+/* Readable at stream offset @so: in the ring, or in the store. */
+static bool stream_has(const struct stream *s, uint64_t so)
+{
+	return so >= s->start || so < s->stored;
 }
 
 /* Map a file offset to a stream offset, moving the skew when the reader
@@ -289,11 +479,50 @@ static uint64_t reader_pos(router_reader_t *rd, uint64_t off)
 	struct stream *s = rd->s;
 	uint64_t so = off + rd->skew;
 
-	if (so < s->start) {
+	if (!stream_has(s, so)) {
 		rd->skew += s->start - so;
 		so = s->start;
 	}
 	return so;
+}
+
+/* The reader has read up to @to: move its cursor (with a store, only
+ * forward: a re-read of history holds nobody). */
+static void reader_moved(router_reader_t *rd, uint64_t to)
+{
+	if (!rd->s->r->store || to > rd->cursor)
+		rd->cursor = to;
+	stream_flow_check(rd->s);
+}
+
+/* Serve [so, ...) from the store, into the reader's own buffer. */
+static int read_stored(router_reader_t *rd, uint64_t so, size_t size,
+		       struct iovec iov[2], int *iovcnt, size_t *n)
+{
+	struct stream *s = rd->s;
+	uint64_t have = (s->start < s->stored ? s->start : s->stored) - so;
+	size_t len = size < STORE_READ_MAX ? size : STORE_READ_MAX;
+	ssize_t got;
+
+	if (len > have)
+		len = (size_t)have;
+	if (len > rd->scap) {
+		uint8_t *nb = realloc(rd->sbuf, len);
+
+		if (!nb)
+			return -ENOMEM;
+		rd->sbuf = nb;
+		rd->scap = len;
+	}
+	got = s->r->store->read_at(s->store, so, rd->sbuf, len);
+	if (got <= 0)
+		return got < 0 ? (int)got : -EIO;
+	iov[0].iov_base = rd->sbuf;
+	iov[0].iov_len = (size_t)got;
+	*iovcnt = 1;
+	*n = (size_t)got;
+	reader_moved(rd, so + (uint64_t)got);
+	return ROUTER_SUCCESS;
 }
 
 int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
@@ -301,7 +530,7 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 {
 	struct stream *s;
 	uint64_t so;
-	size_t len, idx, first;
+	size_t len;
 
 	*n = 0;
 	*iovcnt = 0;
@@ -310,28 +539,17 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 	s = rd->s;
 	so = reader_pos(rd, off);
 	if (so >= s->end) {
-		rd->cursor = s->end;
-		stream_flow_check(s);
+		reader_moved(rd, s->end);
 		return s->complete ? ROUTER_SUCCESS : ROUTER_AGAIN;
 	}
+	if (so < s->start)
+		return read_stored(rd, so, size, iov, iovcnt, n);
 	len = (size_t)(s->end - so);
 	if (len > size)
 		len = size;
-	idx = ring_idx(s, so);
-	first = s->cap - idx;
-	if (first > len)
-		first = len;
-	iov[0].iov_base = s->buf + idx;
-	iov[0].iov_len = first;
-	*iovcnt = 1;
-	if (len > first) {
-		iov[1].iov_base = s->buf;
-		iov[1].iov_len = len - first;
-		*iovcnt = 2;
-	}
+	*iovcnt = ring_iov(s, so, len, iov);
 	*n = len;
-	rd->cursor = so + len;
-	stream_flow_check(s);
+	reader_moved(rd, so + len);
 	return ROUTER_SUCCESS;
 }
 
@@ -342,7 +560,7 @@ uint64_t router_reader_avail(router_reader_t *rd, uint64_t off)
 	if (!rd)
 		return 0;
 	so = off + rd->skew;
-	if (so < rd->s->start)
+	if (!stream_has(rd->s, so))
 		so = rd->s->start;
 	return so < rd->s->end ? rd->s->end - so : 0;
 }
@@ -354,7 +572,7 @@ bool router_reader_eof(router_reader_t *rd, uint64_t off)
 	if (!rd || !rd->s->complete)
 		return false;
 	so = off + rd->skew;
-	if (so < rd->s->start)
+	if (!stream_has(rd->s, so))
 		so = rd->s->start;
 	return so >= rd->s->end;
 }
@@ -372,5 +590,6 @@ void router_reader_close(router_reader_t *rd)
 	router_unqueue_ready(s->r, rd);
 	stream_flow_check(s);
 	router_job_unref(rd->job);
+	free(rd->sbuf);
 	free(rd);
 }

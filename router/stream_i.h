@@ -8,6 +8,16 @@
  * STREAM_MIN_CAP bytes and doubles.  The oldest bytes beyond the window are
  * discarded on append, but never below the cursor of a blocking reader, so
  * the buffer can exceed the window by what arrived while XOFF was in flight.
+ *
+ * With storage (router_config.store, the spool) every byte is also appended
+ * to the stream's store as it arrives (write-through), from offset 0: the
+ * ring then keeps only the window (never bytes not yet stored), and a reader
+ * asking for an offset older than the ring is served from the store.  A
+ * store that fails is given up (logged once); the window rules apply from
+ * there on, and what it holds stays readable.  A store that is full
+ * (ENOSPC, EDQUOT) is not given up: the stream holds its producer(s) back
+ * (SUSPEND_SPOOL) and keeps the unstored bytes in the ring until a retry
+ * (every STORE_RETRY_NS, router_run_timers()) gets them all in.
  */
 #ifndef IOFS_ROUTER_STREAM_I_H
 #define IOFS_ROUTER_STREAM_I_H
@@ -27,7 +37,11 @@ enum {
 	SUSPEND_LAG = 1u << 0,	  /* the rank's own stream lags */
 	SUSPEND_MERGED = 1u << 1, /* the job's merged view lags */
 	SUSPEND_MEM = 1u << 2,	  /* the memory budget is exhausted */
+	SUSPEND_SPOOL = 1u << 3,  /* the store is full (ENOSPC, EDQUOT) */
 };
+
+/* Retry interval of a full store, ns. */
+#define STORE_RETRY_NS 100000000u
 
 struct stream;
 typedef void (*stream_flow_fn)(struct stream *s, unsigned reason, bool on);
@@ -37,10 +51,15 @@ struct router_reader {
 	TAILQ_ENTRY(router_reader) ready_link; /* r->ready while queued */
 	struct stream *s;
 	router_job_t *job; /* the reference this reader holds */
-	uint64_t cursor;   /* stream offset after the last byte returned */
+	uint64_t cursor;   /* stream offset after the last byte returned; with
+			    * a store, the furthest such offset, and at least
+			    * where the window began when it opened (history
+			    * before that is replay: it holds nobody) */
 	uint64_t skew;	   /* stream offset = file offset + skew */
 	unsigned flags;
 	bool queued; /* on r->ready */
+	uint8_t *sbuf; /* bytes read from the store, valid until the next read */
+	size_t scap;
 	void (*ready)(void *cbdata);
 	void *cbdata;
 };
@@ -59,12 +78,22 @@ struct stream {
 	bool complete;
 	unsigned held; /* SUSPEND_LAG / SUSPEND_MEM asserted by this stream */
 	stream_flow_fn on_flow; /* owner's latch (rank or job) */
+	/* Storage (r->store): */
+	router_job_t *job; /* whose stream, to open the store */
+	uint32_t rank;	   /* or ROUTER_RANK_WILDCARD (merged view) */
+	uint32_t channel;  /* ROUTER_CH_STDOUT or ROUTER_CH_STDERR */
+	void *store;	   /* NULL until the first byte, or without storage */
+	uint64_t stored;   /* bytes in the store: [0, stored) */
+	bool store_failed; /* given up: no more appends to it */
+	bool store_full;   /* on r->store_wait: retried by the timer */
+	TAILQ_ENTRY(stream) store_link;
 };
 
 void stream_init(struct stream *s, router_t *r, stream_flow_fn on_flow,
-		 uint64_t now);
+		 uint64_t now, router_job_t *job, uint32_t rank,
+		 uint32_t channel);
 /* Releases held latches (idempotent), detaches nothing: readers must be
- * gone.  Frees the buffer. */
+ * gone.  Frees the buffer, closes the store. */
 void stream_destroy(struct stream *s);
 
 /* Append; discards per the retention rule, notifies readers, may assert
@@ -76,6 +105,12 @@ void stream_complete(struct stream *s);
 void stream_flow_check(struct stream *s);
 /* Release every latch this stream holds (idempotent). */
 void stream_flow_release(struct stream *s);
+
+/* Adopt store @h holding @size bytes as the history of an empty stream:
+ * 0 or ROUTER_ERR_EXISTS. */
+int stream_adopt(struct stream *s, void *h, uint64_t size);
+/* Retry every full store (router_run_timers() and the store timer). */
+void stream_store_retry(router_t *r);
 
 int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
 			 void (*ready)(void *), void *cbdata,

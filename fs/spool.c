@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+#include "fs/spool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs/safe_dir.h"
+#include "fs/spool_i.h"
+
+/* "DIR/NAME: WHAT" */
+void spool_log(spool_t *sp, const char *name, const char *what)
+{
+	iofs_logf(sp->log, LOG_ERR, "spool", "%s/%s: %s", sp->dir, name, what);
+}
+
+/* Write @nspace into the job directory's `nspace` file. */
+static int job_write_name(struct spool_job *j, const char *nspace)
+{
+	char why[256] = "";
+	size_t len = strlen(nspace);
+	int fd = safe_file_open(j->dirfd, "nspace", O_WRONLY, 0600, true,
+				geteuid(), getegid(), why, sizeof(why));
+	ssize_t w;
+
+	if (fd < 0)
+		return fd;
+	w = write(fd, nspace, len);
+	if (w != (ssize_t)len) {
+		int rc = w < 0 ? -errno : -EIO;
+
+		close(fd);
+		return rc;
+	}
+	return close(fd) == 0 ? 0 : -errno;
+}
+
+static int spool_job_open(void *ctx, const char *nspace, void **jh)
+{
+	spool_t *sp = ctx;
+	struct spool_job *j = calloc(1, sizeof(*j));
+	char why[256] = "";
+	int rc = -EEXIST;
+
+	if (!j)
+		return -ENOMEM;
+	j->sp = sp;
+	for (int i = 0; i < SPOOL_NAME_TRIES && rc == -EEXIST; i++) {
+		snprintf(j->name, sizeof(j->name), "%" PRIu64, sp->next++);
+		rc = mkdirat(sp->dirfd, j->name, 0700) == 0 ? 0 : -errno;
+	}
+	if (rc < 0)
+		goto fail_free;
+	j->dirfd = safe_dir_open(sp->dirfd, j->name, geteuid(), getegid(),
+				 0700, why, sizeof(why));
+	if (j->dirfd < 0) {
+		rc = j->dirfd;
+		goto fail_rmdir;
+	}
+	rc = job_write_name(j, nspace);
+	if (rc < 0)
+		goto fail_close;
+	*jh = j;
+	return 0;
+
+fail_close:
+	unlinkat(j->dirfd, "nspace", 0);
+	close(j->dirfd);
+fail_rmdir:
+	unlinkat(sp->dirfd, j->name, AT_REMOVEDIR);
+	if (why[0])
+		spool_log(sp, j->name, why);
+fail_free:
+	free(j);
+	return rc;
+}
+
+void spool_job_close(void *jh, bool discard)
+{
+	struct spool_job *j = jh;
+
+	if (discard) {
+		unlinkat(j->dirfd, "nspace", 0);
+		unlinkat(j->dirfd, "state", 0);
+	}
+	close(j->dirfd);
+	if (discard && unlinkat(j->sp->dirfd, j->name, AT_REMOVEDIR) != 0)
+		spool_log(j->sp, j->name, strerror(errno));
+	free(j);
+}
+
+/* Write @text to `state` (through `state.tmp` and a rename: a reader after
+ * a crash sees the old state or the new one, whole). */
+static void spool_job_state(void *jh, const char *text, size_t len)
+{
+	struct spool_job *j = jh;
+	char why[256] = "";
+	int fd = safe_file_open(j->dirfd, "state.tmp", O_WRONLY, 0600, true,
+				geteuid(), getegid(), why, sizeof(why));
+	ssize_t w = fd < 0 ? -1 : write(fd, text, len);
+	int err = w == (ssize_t)len ? 0 : w < 0 ? errno : EIO;
+
+	if (fd >= 0 && close(fd) != 0 && !err)
+		err = errno;
+	if (fd < 0 || err ||
+	    renameat(j->dirfd, "state.tmp", j->dirfd, "state") != 0) {
+		if (!err)
+			err = fd < 0 ? -fd : errno;
+		spool_log(j->sp, j->name, why[0] ? why : strerror(err));
+	}
+}
+
+int spool_file_open(struct spool_job *j, const char *name, bool truncate,
+		    struct spool_file **out)
+{
+	struct spool_file *f = calloc(1, sizeof(*f));
+	char why[256] = "";
+
+	if (!f)
+		return -ENOMEM;
+	f->j = j;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->fd = safe_file_open(j->dirfd, f->name, O_RDWR, 0600, truncate,
+			       geteuid(), getegid(), why, sizeof(why));
+	if (f->fd < 0) {
+		int rc = f->fd;
+
+		if (why[0])
+			spool_log(j->sp, j->name, why);
+		free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+static int spool_open(void *jh, uint32_t rank, uint32_t channel, void **h)
+{
+	const char *ch = channel == ROUTER_CH_STDOUT ? "stdout" : "stderr";
+	char name[24];
+
+	if (rank == ROUTER_RANK_WILDCARD)
+		snprintf(name, sizeof(name), "%s", ch);
+	else
+		snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
+	return spool_file_open(jh, name, true, (struct spool_file **)h);
+}
+
+static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
+{
+	struct spool_file *f = h;
+	ssize_t w;
+
+	do
+		w = writev(f->fd, iov, iovcnt);
+	while (w < 0 && errno == EINTR);
+	return w < 0 ? -errno : w;
+}
+
+static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
+{
+	struct spool_file *f = h;
+	ssize_t got;
+
+	do
+		got = pread(f->fd, buf, n, (off_t)off);
+	while (got < 0 && errno == EINTR);
+	return got < 0 ? -errno : got;
+}
+
+void spool_close(void *h, bool discard)
+{
+	struct spool_file *f = h;
+
+	close(f->fd);
+	if (discard)
+		unlinkat(f->j->dirfd, f->name, 0);
+	free(f);
+}
+
+static const struct router_store_ops spool_ops = {
+	.job_open = spool_job_open,
+	.job_close = spool_job_close,
+	.open = spool_open,
+	.append = spool_append,
+	.read_at = spool_read_at,
+	.close = spool_close,
+	.job_state = spool_job_state,
+};
+
+const struct router_store_ops *spool_store_ops(void)
+{
+	return &spool_ops;
+}
+
+int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
+	      spool_t **out)
+{
+	spool_t *sp = calloc(1, sizeof(*sp));
+	int rc;
+
+	*out = NULL;
+	if (!sp || !(sp->dir = strdup(dir))) {
+		free(sp);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	sp->log = log;
+	sp->dirfd = -1;
+	sp->dirfd = safe_dir_top(sp->dir, 0700, "spool", err, errlen);
+	if (sp->dirfd < 0) {
+		rc = sp->dirfd;
+		goto out_free;
+	}
+	*out = sp;
+	return 0;
+
+out_free:
+	spool_free(sp);
+	return rc;
+}
+
+void spool_free(spool_t *sp)
+{
+	if (!sp)
+		return;
+	if (sp->dirfd >= 0)
+		close(sp->dirfd);
+	free(sp->dir);
+	free(sp);
+}

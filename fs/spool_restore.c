@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Restart: the jobs a spool holds from an earlier life come back into the
+ * router, in the order they were created (a later run under the same name
+ * replaces an earlier one, as it did then), with their ranks' recorded end
+ * (`state`; a job that was still running then is `lost`), and every byte
+ * of their streams as history.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/safe_dir.h"
+#include "fs/spool_i.h"
+
+#define STATE_MAX (16u << 20) /* largest state file read */
+
+struct rrank {
+	uint32_t id;
+	enum router_state state;
+	int status;
+	router_rank_t *rk;
+};
+
+struct rjob {
+	char nspace[ROUTER_NSPACE_MAX + 1];
+	uint32_t uid, gid;
+	struct rrank *ranks;
+	size_t n, cap;
+};
+
+/* Digits only, no leading zero, fits: *v.  (Job numbers, rank ids.) */
+static bool parse_num(const char *s, size_t len, uint64_t max, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	if (!len || len > 20 || (s[0] == '0' && len > 1))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9' || x > (max - (uint64_t)(s[i] - '0')) / 10)
+			return false;
+		x = x * 10 + (uint64_t)(s[i] - '0');
+	}
+	*v = x;
+	return true;
+}
+
+/* Read small file @name of @dirfd (no links) into a NUL-terminated
+ * buffer: its length, or -errno. */
+static ssize_t read_file(int dirfd, const char *name, size_t max, char **out)
+{
+	struct stat st;
+	char *buf;
+	ssize_t got;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > max || !(buf = malloc((size_t)st.st_size + 1))) {
+		close(fd);
+		return -EINVAL;
+	}
+	got = pread(fd, buf, (size_t)st.st_size, 0);
+	close(fd);
+	if (got < 0) {
+		free(buf);
+		return -EIO;
+	}
+	buf[got] = '\0';
+	*out = buf;
+	return got;
+}
+
+static struct rrank *rank_add(struct rjob *jb, uint32_t id)
+{
+	for (size_t i = 0; i < jb->n; i++)
+		if (jb->ranks[i].id == id)
+			return &jb->ranks[i];
+	if (jb->n == jb->cap) {
+		size_t nc = jb->cap ? jb->cap * 2 : 8;
+		struct rrank *nr = realloc(jb->ranks, nc * sizeof(*nr));
+
+		if (!nr)
+			return NULL;
+		jb->ranks = nr;
+		jb->cap = nc;
+	}
+	jb->ranks[jb->n] = (struct rrank){.id = id, .state = ROUTER_STATE_LOST};
+	return &jb->ranks[jb->n++];
+}
+
+/* `state`: uid, gid, and "rank: ID STATE STATUS" lines.  A job without one
+ * (its storage never opened far enough) or still "running" then: lost. */
+static int parse_state(struct rjob *jb, char *text)
+{
+	char *save = NULL;
+
+	for (char *l = strtok_r(text, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		unsigned long long a;
+		char st[16];
+		int status;
+		struct rrank *rr;
+
+		if (sscanf(l, "uid: %llu", &a) == 1 && a <= UINT32_MAX)
+			jb->uid = (uint32_t)a;
+		else if (sscanf(l, "gid: %llu", &a) == 1 && a <= UINT32_MAX)
+			jb->gid = (uint32_t)a;
+		else if (sscanf(l, "rank: %llu %15s %d", &a, st, &status) == 3 &&
+			 a <= ROUTER_RANK_MAX) {
+			rr = rank_add(jb, (uint32_t)a);
+			if (!rr)
+				return -ENOMEM;
+			rr->state = !strcmp(st, "exited") ? ROUTER_STATE_EXITED
+							  : ROUTER_STATE_LOST;
+			rr->status = status;
+		}
+	}
+	return 0;
+}
+
+/* The stream files: "<rank>.stdout|stderr" add ranks (lost unless the
+ * state said otherwise). */
+static int scan_ranks(int dirfd, struct rjob *jb)
+{
+	int fd = dup(dirfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	while (rc == 0 && (e = readdir(d))) {
+		const char *dot = strchr(e->d_name, '.');
+		uint64_t id;
+
+		if (dot && (!strcmp(dot, ".stdout") || !strcmp(dot, ".stderr")) &&
+		    parse_num(e->d_name, (size_t)(dot - e->d_name),
+			      ROUTER_RANK_MAX, &id) &&
+		    !rank_add(jb, (uint32_t)id))
+			rc = -ENOMEM;
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Hand one stream file to the router (if it is there). */
+static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
+		  uint32_t channel)
+{
+	const char *ch = channel == ROUTER_CH_STDOUT ? "stdout" : "stderr";
+	struct spool_file *f;
+	char name[24];
+	struct stat st;
+
+	if (rank == ROUTER_RANK_WILDCARD)
+		snprintf(name, sizeof(name), "%s", ch);
+	else
+		snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
+	if (fstatat(j->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    spool_file_open(j, name, false, &f) < 0)
+		return;
+	if (fstat(f->fd, &st) != 0 ||
+	    router_stream_adopt(job, rank, channel, f, (uint64_t)st.st_size))
+		spool_close(f, false);
+}
+
+/* Register the ranks, adopt the files, end the ranks.  0: @j is the
+ * router's now; else it is still the caller's. */
+static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
+			router_job_t **out)
+{
+	struct router_rank_info info = {.pid = -1, .uid = jb->uid,
+					.gid = jb->gid};
+	router_job_t *job;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < jb->n && rc == 0; i++) {
+		router_proc_t p;
+
+		rc = router_proc_set(&p, jb->nspace, jb->ranks[i].id);
+		if (rc == 0)
+			rc = router_rank_register(r, &p, &info, NULL, NULL,
+						  &jb->ranks[i].rk);
+	}
+	if (rc != 0) {
+		while (i-- > 1)
+			router_rank_exit(jb->ranks[i - 1].rk, ROUTER_STATE_LOST,
+					 0);
+		return rc;
+	}
+	job = router_job_lookup(r, jb->nspace);
+	rc = router_job_adopt_store(job, j);
+	for (i = 0; rc == 0 && i < jb->n; i++) {
+		adopt(j, job, jb->ranks[i].id, ROUTER_CH_STDOUT);
+		adopt(j, job, jb->ranks[i].id, ROUTER_CH_STDERR);
+	}
+	if (rc == 0) {
+		adopt(j, job, ROUTER_RANK_WILDCARD, ROUTER_CH_STDOUT);
+		adopt(j, job, ROUTER_RANK_WILDCARD, ROUTER_CH_STDERR);
+	}
+	for (i = 0; i < jb->n; i++)
+		router_rank_exit(jb->ranks[i].rk, jb->ranks[i].state,
+				 jb->ranks[i].status);
+	*out = job;
+	return rc;
+}
+
+static void restore_one(spool_t *sp, router_t *r, uint64_t num)
+{
+	struct spool_job *j = calloc(1, sizeof(*j));
+	struct rjob jb = {.uid = geteuid(), .gid = getegid()};
+	char why[256] = "", *text = NULL;
+	router_job_t *job;
+	ssize_t len;
+	int rc = -ENOMEM;
+
+	if (!j)
+		goto out_log;
+	j->sp = sp;
+	snprintf(j->name, sizeof(j->name), "%" PRIu64, num);
+	j->dirfd = safe_dir_open(sp->dirfd, j->name, geteuid(), getegid(),
+				 0700, why, sizeof(why));
+	if (j->dirfd < 0) {
+		rc = j->dirfd;
+		free(j);
+		j = NULL;
+		goto out_log;
+	}
+	len = read_file(j->dirfd, "nspace", ROUTER_NSPACE_MAX, &text);
+	if (len < 0 || !router_nspace_valid(text, (size_t)len)) {
+		rc = len < 0 ? (int)len : -EINVAL;
+		snprintf(why, sizeof(why), "no valid nspace file");
+		goto out_log;
+	}
+	memcpy(jb.nspace, text, (size_t)len + 1);
+	free(text);
+	text = NULL;
+	len = read_file(j->dirfd, "state", STATE_MAX, &text);
+	if ((len >= 0 && (rc = parse_state(&jb, text)) < 0) ||
+	    (rc = scan_ranks(j->dirfd, &jb)) < 0)
+		goto out_log;
+	if (jb.n == 0) {
+		snprintf(why, sizeof(why), "no rank files");
+		rc = -ENOENT;
+		goto out_log;
+	}
+	rc = restore_into(r, j, &jb, &job);
+	if (rc == ROUTER_SUCCESS) {
+		iofs_logf(sp->log, LOG_INFO, "spool",
+			  "%s/%s: job %s restored: %zu ranks", sp->dir, j->name,
+			  jb.nspace, jb.n);
+		j = NULL; /* adopted: the router's */
+	}
+out_log:
+	if (rc != 0)
+		iofs_logf(sp->log, LOG_WARNING, "spool",
+			  "%s/%" PRIu64 ": not restored: %s", sp->dir, num,
+			  why[0] ? why
+			  : rc < 0 ? strerror(-rc)
+				   : router_strerror(rc));
+	if (j)
+		spool_job_close(j, false);
+	free(text);
+	free(jb.ranks);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int spool_restore(spool_t *sp, router_t *r)
+{
+	int fd = dup(sp->dirfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	uint64_t *nums = NULL, v;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	while ((e = readdir(d))) {
+		if (!parse_num(e->d_name, strlen(e->d_name), UINT64_MAX - 1, &v))
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			uint64_t *nn = realloc(nums, nc * sizeof(*nn));
+
+			if (!nn)
+				break;
+			nums = nn;
+			cap = nc;
+		}
+		nums[n++] = v;
+		if (v >= sp->next)
+			sp->next = v + 1;
+	}
+	closedir(d);
+	if (n)
+		qsort(nums, n, sizeof(*nums), cmp_u64);
+	for (size_t i = 0; i < n; i++)
+		restore_one(sp, r, nums[i]);
+	free(nums);
+	return (int)n;
+}

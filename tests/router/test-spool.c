@@ -1,0 +1,533 @@
+/* SPDX-License-Identifier: MIT */
+/* The router over a real spool (fs/spool.c) in a temporary directory: late
+ * readers replay from byte 0 through a small window, back-pressure stays
+ * at the window, a failing store falls back to the window rules, and the
+ * spool's files are laid out, protected and removed as documented. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/spool.h"
+#include "tests/router/harness.h"
+
+#define WIN 4096
+
+struct sp {
+	char dir[64];
+	spool_t *sp;
+	struct h *h;
+};
+
+static struct sp *sp_new(const struct router_store_ops *ops, void *ctx)
+{
+	struct sp *s = calloc(1, sizeof(*s));
+	struct router_config cfg = {.window = WIN, .low_water = WIN / 4};
+	char err[256];
+
+	assert_non_null(s);
+	snprintf(s->dir, sizeof(s->dir), "/tmp/iofs-spool.XXXXXX");
+	assert_non_null(mkdtemp(s->dir));
+	if (!ops) {
+		assert_int_equal(spool_new(NULL, s->dir, err, sizeof(err),
+					   &s->sp),
+				 0);
+		ops = spool_store_ops();
+		ctx = s->sp;
+	}
+	cfg.store = ops;
+	cfg.store_ctx = ctx;
+	s->h = h_new(&cfg);
+	return s;
+}
+
+static int count_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Remove @path and what is in it (two levels: DIR/<n>/files). */
+static void rm_tree(const char *path, int depth)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char sub[512];
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+		if (unlink(sub) != 0 && depth > 0)
+			rm_tree(sub, depth - 1);
+	}
+	if (d)
+		closedir(d);
+	rmdir(path);
+}
+
+/* @kept: job directories left for a restart (jobs still in the tree). */
+static void sp_free_kept(struct sp *s, int kept)
+{
+	h_free(s->h);
+	spool_free(s->sp);
+	assert_int_equal(count_entries(s->dir), kept);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
+static void sp_free(struct sp *s)
+{
+	h_free(s->h);
+	spool_free(s->sp);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
+static void fill(char *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (char)((i * 131 + seed) % 251);
+}
+
+/* 200 KB through a 4 KiB window with nobody reading: a late reader of the
+ * rank and of the merged view gets every byte, nothing counted dropped. */
+static void late_reader_gets_everything(void **state)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	size_t n = 200000;
+	char *in = malloc(n), *out = malloc(2 * n);
+	router_reader_t *rd, *mrd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+	size_t got;
+
+	(void)state;
+	fill(in, n, 3);
+	for (size_t i = 0; i < n; i++) /* text lines for the merged view */
+		in[i] = i % 100 == 99 ? '\n' : 'a' + (char)(in[i] % 26);
+	h_reg(s->h, "late", 0, 1);
+	for (size_t at = 0; at < n; at += 1000)
+		h_put(s->h, "late", 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0,
+		      NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	job = router_job_lookup(s->h->r, "late");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.merged_dropped_bytes, 0);
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	got = h_drain(rd, &off, out, 2 * n);
+	assert_int_equal(got, n);
+	assert_memory_equal(out, in, n);
+	assert_true(router_reader_eof(rd, off));
+	/* the merged view: every line tagged, bodies in order */
+	assert_int_equal(router_reader_open(job, ROUTER_RANK_WILDCARD,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &mrd),
+			 0);
+	off = 0;
+	got = h_drain(mrd, &off, out, 2 * n);
+	assert_int_equal(got, n + (n / 100) * strlen("[late,0]<stdout>: "));
+	assert_memory_equal(out, "[late,0]<stdout>: ", 18);
+	assert_memory_equal(out + 18, in, 100);
+	assert_memory_equal(out + got - 100, in + n - 100, 100);
+	/* a re-read from the middle of the history */
+	off = 12345;
+	got = h_drain(rd, &off, out, 100);
+	assert_int_equal(got, 100);
+	assert_memory_equal(out, in + 12345, 100);
+	router_reader_close(rd);
+	router_reader_close(mrd);
+	free(in);
+	free(out);
+	sp_free(s);
+}
+
+/* A blocking reader that does not read still holds its producer at the
+ * window; one that opens late is held to the live end from where the
+ * window began (history before that is replay, holds nobody). */
+static void backpressure_stays_exact(void **state)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	char buf[1000], *out = malloc(100000);
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+
+	(void)state;
+	fill(buf, sizeof(buf), 5);
+	h_reg(s->h, "bp", 0, 1);
+	job = router_job_lookup(s->h->r, "bp");
+	for (int i = 0; i < 50; i++) /* history: 50 KB, nobody reading */
+		h_put(s->h, "bp", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
+		      NULL);
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	/* it starts where the window begins: lagging by the window */
+	assert_int_equal(s->h->fr[0].xoff[ROUTER_CH_STDOUT], 0);
+	h_put(s->h, "bp", 0, ROUTER_CH_STDOUT, buf, 1, 0, 0, NULL);
+	assert_int_equal(s->h->fr[0].xoff[ROUTER_CH_STDOUT], 1); /* held */
+	/* Reading the history does not release it ... */
+	assert_int_equal(h_drain(rd, &off, out, 40000), 40000);
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	/* ... reaching the live end does. */
+	h_drain(rd, &off, out, 100000);
+	assert_int_equal(off, 50001);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.stdout_xoff, st.stdout_xon);
+	assert_int_equal(st.dropped_bytes, 0);
+	router_reader_close(rd);
+	free(out);
+	sp_free(s);
+}
+
+/* A store that fails: logged, the stream falls back to the window; what
+ * the store took stays readable, the gap is skipped (skew), counted. */
+struct fake {
+	char data[65536];
+	size_t len;
+	size_t fail_after; /* appends beyond this many bytes fail */
+	int err;	   /* with this -errno */
+	int jobs, files;
+};
+
+static int fk_job_open(void *ctx, const char *ns, void **jh)
+{
+	(void)ns;
+	((struct fake *)ctx)->jobs++;
+	*jh = ctx;
+	return 0;
+}
+static void fk_job_close(void *jh, bool discard)
+{
+	(void)discard;
+	((struct fake *)jh)->jobs--;
+}
+static int fk_open(void *jh, uint32_t rank, uint32_t ch, void **h)
+{
+	struct fake *f = jh;
+
+	if (rank == ROUTER_RANK_WILDCARD || ch != ROUTER_CH_STDOUT)
+		return -EROFS;
+	f->files++;
+	*h = f;
+	return 0;
+}
+static ssize_t fk_append(void *h, const struct iovec *iov, int cnt)
+{
+	struct fake *f = h;
+	size_t n = 0;
+
+	if (f->len >= f->fail_after)
+		return f->err;
+	for (int i = 0; i < cnt && f->len + n < f->fail_after; i++) {
+		size_t k = iov[i].iov_len;
+
+		if (k > f->fail_after - f->len - n) /* a short write */
+			k = f->fail_after - f->len - n;
+		memcpy(f->data + f->len + n, iov[i].iov_base, k);
+		n += k;
+	}
+	f->len += n;
+	return (ssize_t)n;
+}
+static ssize_t fk_read_at(void *h, uint64_t off, void *buf, size_t n)
+{
+	struct fake *f = h;
+
+	if (n > f->len - off)
+		n = f->len - (size_t)off;
+	memcpy(buf, f->data + off, n);
+	return (ssize_t)n;
+}
+static void fk_close(void *h, bool discard)
+{
+	(void)discard;
+	((struct fake *)h)->files--;
+}
+static const struct router_store_ops fk_ops = {
+    .job_open = fk_job_open,
+    .job_close = fk_job_close,
+    .open = fk_open,
+    .append = fk_append,
+    .read_at = fk_read_at,
+    .close = fk_close,
+};
+
+static void failing_store_falls_back(void **state)
+{
+	struct fake fk = {.fail_after = 3000, .err = -EIO};
+	struct sp *s = sp_new(&fk_ops, &fk);
+	char buf[1000], *out = malloc(20000);
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+	size_t got;
+
+	(void)state;
+	h_reg(s->h, "fk", 0, 1);
+	job = router_job_lookup(s->h->r, "fk");
+	for (int i = 0; i < 12; i++) { /* 12000 bytes, 3000 stored */
+		memset(buf, 'a' + i, sizeof(buf));
+		buf[sizeof(buf) - 1] = '\n'; /* the merged view fails first */
+		h_put(s->h, "fk", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
+		      NULL);
+	}
+	assert_int_equal(s->h->nlog, 2); /* once per stream */
+	assert_non_null(strstr(s->h->log, "fk/0/stdout: spool write"));
+	assert_int_equal(fk.len, 3000);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.dropped_bytes, 12000 - 3000 - WIN);
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	got = h_drain(rd, &off, out, 20000);
+	assert_int_equal(got, 3000 + WIN);
+	assert_int_equal(out[0], 'a');
+	assert_int_equal(out[2998], 'c');
+	assert_int_equal(out[3000], 'a' + (12000 - WIN) / 1000);
+	assert_int_equal(out[got - 2], 'l');
+	router_reader_close(rd);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	h_free(s->h);
+	assert_int_equal(fk.jobs, 0);
+	assert_int_equal(fk.files, 0);
+	rm_tree(s->dir, 1);
+	free(s);
+	free(out);
+}
+
+/* A full store (ENOSPC) holds the producer back instead of losing bytes,
+ * and lets it go when a retry gets everything in. */
+static void full_store_holds_then_resumes(void **state)
+{
+	struct fake fk = {.fail_after = 2500, .err = -ENOSPC};
+	struct sp *s = sp_new(&fk_ops, &fk);
+	char buf[1000], *out = malloc(20000), want[20000];
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+
+	(void)state;
+	h_reg(s->h, "full", 0, 1);
+	job = router_job_lookup(s->h->r, "full");
+	for (int i = 0; i < 12; i++) { /* the producer goes on in flight */
+		memset(buf, 'a' + i, sizeof(buf));
+		buf[sizeof(buf) - 1] = '\n'; /* the merged view fails first */
+		memcpy(want + i * 1000, buf, 1000);
+		h_put(s->h, "full", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
+		      NULL);
+		assert_int_equal(s->h->fr[0].xoff[ROUTER_CH_STDOUT], i >= 2);
+	}
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(fk.len, 2500);
+	assert_non_null(strstr(s->h->log, "holding its producer back"));
+	router_run_timers(s->h->r); /* still full: still held */
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	fk.fail_after = sizeof(fk.data); /* space returns */
+	router_run_timers(s->h->r);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_non_null(strstr(s->h->log, "resumed at byte 12000"));
+	assert_int_equal(fk.len, 12000);
+	assert_memory_equal(fk.data, want, 12000);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.stdout_xoff, 1);
+	assert_int_equal(st.stdout_xon, 1);
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	assert_int_equal(h_drain(rd, &off, out, 20000), 12000);
+	assert_memory_equal(out, want, 12000);
+	router_reader_close(rd);
+	/* full again at exit: the latch goes with the rank, counted */
+	fk.fail_after = fk.len;
+	h_put(s->h, "full", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0, NULL);
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.stdout_xoff, st.stdout_xon);
+	fk.fail_after = sizeof(fk.data);
+	router_run_timers(s->h->r); /* stored after the exit */
+	assert_int_equal(fk.len, 13000);
+	h_free(s->h);
+	assert_int_equal(fk.files, 0);
+	rm_tree(s->dir, 1);
+	free(s);
+	free(out);
+}
+
+/* DIR/<n>/{nspace,<rank>.stdout,stdout}, 0700/0600; numbers skip what is
+ * there; a job's files go when it is removed and its reader closed; an
+ * unsafe top directory is refused. */
+static void spool_layout(void **state)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	char path[256], err[256], name[64];
+	router_reader_t *rd;
+	router_job_t *job;
+	spool_t *bad;
+	struct stat st;
+	int fd;
+	ssize_t n;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/0", s->dir);
+	assert_int_equal(mkdir(path, 0700), 0); /* left by a previous life */
+	h_reg(s->h, "lay", 0, 1);
+	h_puts(s->h, "lay", 0, "hello\n");
+	snprintf(path, sizeof(path), "%s/1/nspace", s->dir);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, name, sizeof(name));
+	close(fd);
+	assert_int_equal(n, 3);
+	assert_memory_equal(name, "lay", 3);
+	snprintf(path, sizeof(path), "%s/1", s->dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	snprintf(path, sizeof(path), "%s/1/0.stdout", s->dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(st.st_size, 6);
+	snprintf(path, sizeof(path), "%s/1/stdout", s->dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 6 + strlen("[lay,0]<stdout>: "));
+	snprintf(path, sizeof(path), "%s/1/0.stderr", s->dir);
+	assert_int_equal(stat(path, &st), -1); /* no byte, no file */
+	job = router_job_lookup(s->h->r, "lay");
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	assert_int_equal(router_job_remove(s->h->r, job), 0);
+	snprintf(path, sizeof(path), "%s/1", s->dir);
+	assert_int_equal(stat(path, &st), 0); /* the reader keeps it */
+	router_reader_close(rd);
+	assert_int_equal(stat(path, &st), -1);
+	snprintf(path, sizeof(path), "%s/0", s->dir);
+	rmdir(path);
+	/* unsafe tops */
+	assert_int_equal(chmod(s->dir, 0777), 0);
+	assert_true(spool_new(NULL, s->dir, err, sizeof(err), &bad) < 0);
+	assert_non_null(strstr(err, "writable by other users"));
+	assert_int_equal(chmod(s->dir, 0700), 0);
+	sp_free_kept(s, 0); /* the removed job's files went with it */
+}
+
+/* Restart: a second router on the same spool gets the jobs back, as they
+ * ended, every byte; a job still running then comes back lost; removing a
+ * restored job deletes its files; a later run of a name replaces it. */
+static void restart_restores_jobs(void **state)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	char dir[64], buf[4000], out[20000], err[256];
+	struct router_config cfg = {.window = WIN};
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+	struct h *h2;
+	spool_t *sp2;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = i % 50 == 49 ? '\n' : (char)('a' + i % 26);
+	h_reg(s->h, "done", 0, 2);
+	h_reg(s->h, "done", 1, 2);
+	for (int i = 0; i < 3; i++) /* 12000 bytes: beyond the window */
+		h_put(s->h, "done", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0,
+		      0, NULL);
+	h_put(s->h, "done", 1, ROUTER_CH_STDERR, "oops\n", 5, 0, 0, NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_exit(s->h->rk[1], ROUTER_STATE_EXITED, 3);
+	h_reg(s->h, "run", 0, 1);
+	h_puts(s->h, "run", 0, "half");
+	h_put(s->h, "run", 0, ROUTER_CH_STDOUT, buf, 100, 0, 0, NULL);
+	snprintf(dir, sizeof(dir), "%s", s->dir);
+	h_free(s->h); /* the daemon stops: files kept */
+	spool_free(s->sp);
+	assert_int_equal(count_entries(dir), 2);
+
+	assert_int_equal(spool_new(NULL, dir, err, sizeof(err), &sp2), 0);
+	cfg.store = spool_store_ops();
+	cfg.store_ctx = sp2;
+	h2 = h_new(&cfg);
+	assert_int_equal(spool_restore(sp2, h2->r), 2);
+	job = router_job_lookup(h2->r, "done");
+	assert_non_null(job);
+	assert_true(router_job_complete(job));
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_EXITED);
+	assert_int_equal(st.exit_status, 3);
+	assert_int_equal(st.stdout_bytes, 12000);
+	assert_int_equal(st.stderr_bytes, 5);
+	assert_int_equal(st.uid, 1);
+	assert_int_equal(st.gid, 2);
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	assert_int_equal(h_drain(rd, &off, out, sizeof(out)), 12000);
+	assert_memory_equal(out, buf, sizeof(buf));
+	assert_memory_equal(out + 8000, buf, sizeof(buf));
+	assert_true(router_reader_eof(rd, off));
+	router_reader_close(rd);
+	assert_int_equal(router_reader_open(job, ROUTER_RANK_WILDCARD,
+					    ROUTER_CH_STDERR, 0, NULL, NULL,
+					    &rd),
+			 0);
+	off = 0;
+	assert_int_equal(h_drain(rd, &off, out, sizeof(out)),
+			 strlen("[done,1]<stderr>: oops\n"));
+	assert_memory_equal(out, "[done,1]<stderr>: oops\n", 23);
+	router_reader_close(rd);
+	/* the running one: lost, its bytes (the partial line flushed at
+	 * the stop) there */
+	job = router_job_lookup(h2->r, "run");
+	assert_non_null(job);
+	router_job_stats(job, &st);
+	assert_int_equal(st.state, ROUTER_STATE_LOST);
+	assert_int_equal(st.stdout_bytes, 104);
+	/* a new run under the name replaces it: its files go */
+	h_reg(h2, "run", 0, 1);
+	assert_int_equal(count_entries(dir), 1);
+	/* removing the restored job deletes its files */
+	job = router_job_lookup(h2->r, "done");
+	assert_int_equal(router_job_remove(h2->r, job), 0);
+	assert_int_equal(count_entries(dir), 0);
+	router_rank_exit(h2->rk[0], ROUTER_STATE_EXITED, 0);
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(dir, 1);
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(late_reader_gets_everything),
+	    cmocka_unit_test(backpressure_stays_exact),
+	    cmocka_unit_test(failing_store_falls_back),
+	    cmocka_unit_test(full_store_holds_then_resumes),
+	    cmocka_unit_test(spool_layout),
+	    cmocka_unit_test(restart_restores_jobs),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
