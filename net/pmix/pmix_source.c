@@ -13,7 +13,7 @@
  *
  * The progress-thread rule (PMIx_server_IOF_deliver(3)): every PMIx
  * callback (pt_*, in pmix_event.c, pmix_pull.c, pmix_discover.c,
- * pmix_size.c, pmix_job.c) copies what it was handed into a struct ps_msg,
+ * pmix_size.c, pmix_push.c) copies what it was handed into a struct ps_msg,
  * then router_defer()s it (ps_post, pmix_msg.c); ps_dispatch() does the
  * work on the daemon's loop thread.  No pt_* function calls the router
  * (other than router_defer) or blocks.

@@ -8,13 +8,16 @@
  *   pmix_discover.c  PMIX_QUERY_NAMESPACES, job discovery, requery timer
  *   pmix_size.c      the PMIx_Get_nb(PMIX_JOB_SIZE) queue
  *   pmix_pull.c      PMIx_IOF_pull and the output PMIx delivers
- *   pmix_job.c       jobs and ranks on the router side: deliveries, stdin
- *                    pushes, exits
+ *   pmix_job.c       jobs and ranks on the router side: registration,
+ *                    deliveries, exits
+ *   pmix_push.c      stdin: PMIx_IOF_push, push queues, server XOFF
  *
  * Threads.  Functions named pt_*() run on PMIx's progress thread: they
  * copy what PMIx handed them into a struct ps_msg, take a reference on the
- * source and router_defer() it.  Everything else runs on the daemon's loop
- * thread.  No PMIx callback touches the router or a job directly.
+ * source and router_defer() it (ps_post).  Everything else runs on the
+ * daemon's loop thread, but for the helpers the pt_*() functions call,
+ * marked "Progress thread" or "Any thread" below.  No PMIx callback
+ * touches the router or a job directly.
  */
 #ifndef IOFS_PMIX_SOURCE_I_H
 #define IOFS_PMIX_SOURCE_I_H
@@ -222,7 +225,7 @@ void ps_op_rearm(struct ps_msg *m);
 void ps_op_abort(struct ps_msg *m);
 /* Any thread: free @m's payload and drop its reference. */
 void ps_msg_free(struct ps_msg *m);
-/* A PMIx nspace into a ROUTER_NSPACE_MAX buffer (truncated). */
+/* Any thread: a PMIx nspace into a ROUTER_NSPACE_MAX buffer (truncated). */
 void ps_copy_nspace(char *dst, const char *src);
 
 /* pmix_event.c (loop thread) */
@@ -271,6 +274,13 @@ void ps_job_lost(struct ps_job *job);
 void ps_job_free(struct ps_job *job);
 /* Deliver (or, closing, free) what was held for the size answer. */
 void ps_job_release_held(struct ps_job *job);
+
+/* pmix_push.c (loop thread) */
+/* The router's stdin ops of a rank (ctx: its struct ps_rank). */
+int ps_push_write(void *ctx, router_rank_t *rr, const void *bytes, size_t len);
+int ps_push_write_job(void *ctx, router_rank_t *const *targets, size_t n,
+		      const void *bytes, size_t len);
+void ps_push_eof(void *ctx, router_rank_t *rr);
 /* true: @m went back to PMIx (the next chunk of a chunked push) */
 bool ps_push_done(pmix_source_t *ps, struct ps_msg *m);
 void ps_flow_server_xon(pmix_source_t *ps);
