@@ -97,6 +97,10 @@ static void info_format(router_job_t *job, uint32_t rank,
 	/* Renamed on a name collision (docs/filesystem.md, "Job names"). */
 	if (strcmp(router_job_requested(job), router_job_nspace(job)) != 0)
 		out_printf(o, "requested: %s\n", router_job_requested(job));
+	/* What the producer said it cannot do (router_job_note()). */
+	const char *note;
+	for (size_t i = 0; (note = router_job_note_at(job, i)); i++)
+		out_printf(o, "note: %s\n", note);
 }
 
 /* Take the stats of the job (rank WILDCARD) or rank into @st and count

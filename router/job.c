@@ -146,6 +146,8 @@ static void job_free(router_job_t *job)
 		stream_destroy(&job->m[ci].s);
 	TAILQ_REMOVE(&r->all_jobs, job, all_link);
 	free(job->ranks);
+	for (size_t i = 0; i < job->nnotes; i++)
+		free(job->notes[i]);
 	free(job->requested);
 	free(job->nspace);
 	free(job);
@@ -701,6 +703,27 @@ uint32_t router_job_size(const router_job_t *job)
 const char *router_job_requested(const router_job_t *job)
 {
 	return job->requested ? job->requested : job->nspace;
+}
+
+int router_job_note(router_job_t *job, const char *text)
+{
+	if (!job || !text || !router_text_valid(text, strlen(text)))
+		return ROUTER_ERR_BAD_PARAM;
+	for (size_t i = 0; i < job->nnotes; i++)
+		if (!strcmp(job->notes[i], text))
+			return 0;
+	if (job->nnotes == ROUTER_NOTES_MAX)
+		return ROUTER_ERR_BAD_PARAM;
+	char *copy = strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	job->notes[job->nnotes++] = copy;
+	return 0;
+}
+
+const char *router_job_note_at(const router_job_t *job, size_t i)
+{
+	return i < job->nnotes ? job->notes[i] : NULL;
 }
 
 void router_job_owner_refused(router_job_t *job, uint32_t uid, const char *what)

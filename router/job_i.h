@@ -82,6 +82,8 @@ struct router_job {
 	bool owner_set;		/* uid/gid fixed (a registration named them) */
 	char *requested;	/* owned; NULL = same as nspace */
 	uint64_t owner_refused; /* other uids refused (join, replace) */
+	char *notes[ROUTER_NOTES_MAX]; /* owned; router_job_note() */
+	size_t nnotes;
 	router_directives_t dirs; /* job defaults for the merged view */
 	int exit_status;	  /* first non-zero */
 	bool any_lost;

@@ -331,6 +331,15 @@ bool router_job_in_use(const router_job_t *job);
 uint32_t router_job_size(const router_job_t *job);
 /* The name its run asked for (== nspace unless the daemon renamed it). */
 const char *router_job_requested(const router_job_t *job);
+/* A producer's word to the job's users about what it cannot do (e.g. a
+ * launcher that reports no per-rank exit codes): one line each, shown as
+ * "note: TEXT" in the job's info; the same text is kept once, control
+ * characters are refused (router_text_valid).  At most ROUTER_NOTES_MAX
+ * notes.  0, ROUTER_ERR_BAD_PARAM or -ENOMEM.  Loop thread. */
+#define ROUTER_NOTES_MAX 8
+int router_job_note(router_job_t *job, const char *text);
+/* The @i-th note (0-based), or NULL past the last one. */
+const char *router_job_note_at(const router_job_t *job, size_t i);
 /* @uid tried to join or replace @job of another owner (@what: "join",
  * "replace"...): count it (owner_refused in the job's info) and log it
  * with both uids. */

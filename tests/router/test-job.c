@@ -151,6 +151,35 @@ static void lifecycle_and_stats(void **state)
 /* A job's owner is fixed at creation: another uid neither joins it nor
  * replaces it once ended (root included); each try is counted and logged.
  * A reader that has not read everything makes an ended job "in use". */
+/* A producer's notes: kept once each, bounded, no control bytes. */
+static void job_notes(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job;
+	char text[32];
+
+	(void)state;
+	h_reg(h, "nt", 0, 1);
+	job = router_job_lookup(h->r, "nt");
+	assert_null(router_job_note_at(job, 0));
+	assert_int_equal(router_job_note(job, "no per-rank exit codes"), 0);
+	assert_int_equal(router_job_note(job, "no per-rank exit codes"), 0);
+	assert_int_equal(router_job_note(job, "bad\nexit_status: 0"),
+			 ROUTER_ERR_BAD_PARAM);
+	assert_string_equal(router_job_note_at(job, 0),
+			    "no per-rank exit codes");
+	assert_null(router_job_note_at(job, 1));
+	for (int i = 1; i < ROUTER_NOTES_MAX; i++) {
+		snprintf(text, sizeof(text), "note %d", i);
+		assert_int_equal(router_job_note(job, text), 0);
+	}
+	assert_int_equal(router_job_note(job, "one too many"),
+			 ROUTER_ERR_BAD_PARAM);
+	assert_string_equal(router_job_note_at(job, ROUTER_NOTES_MAX - 1),
+			    "note 7");
+	h_free(h);
+}
+
 static void owner_is_fixed(void **state)
 {
 	struct h *h = h_new(NULL);
@@ -449,6 +478,7 @@ int main(void)
 	    cmocka_unit_test(names),
 	    cmocka_unit_test(lifecycle_and_stats),
 	    cmocka_unit_test(owner_is_fixed),
+	    cmocka_unit_test(job_notes),
 	    cmocka_unit_test(job_size_holds_completion),
 	    cmocka_unit_test(remove_incomplete_job),
 	    cmocka_unit_test(iteration_and_refs),
