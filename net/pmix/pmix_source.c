@@ -7,9 +7,10 @@
  * source's references and log; the one live source (`owner`).
  *
  * Threads.  Everything here runs on the daemon's loop thread except
- * ps_owner_get() and ps_owner_ready_one(), which the progress-thread
- * callbacks (pt_* in pmix_event.c, pmix_pull.c) call, and ps_unref(),
- * which any thread may call (the last reference frees the source).
+ * ps_owner_get(), ps_owner_ready_one(), ps_ref(), ps_unref() and ps_log(),
+ * which the progress-thread callbacks call too (pt_* in pmix_event.c,
+ * pmix_pull.c; ps_ref/ps_unref through pmix_msg.c).  The last ps_unref()
+ * frees the source, on whichever thread drops it.
  *
  * The progress-thread rule (PMIx_server_IOF_deliver(3)): every PMIx
  * callback (pt_*, in pmix_event.c, pmix_pull.c, pmix_discover.c,

@@ -196,6 +196,7 @@ struct ps_msg {
 };
 
 /* pmix_source.c */
+/* Any thread. */
 void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Any thread; the last reference frees the source. */
