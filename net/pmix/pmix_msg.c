@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * PMIx source: the messages (struct ps_msg) that carry what a PMIx callback
- * was handed from the progress thread to the loop thread, and the list of
- * ops handed to PMIx whose callback has not come yet (ps->pending), which
- * pmix_source_free() reclaims.
+ * PMIx source messages: struct ps_msg, the record of every PMIx operation
+ * we start (on ps->pending until PMIx calls it back) and of every callback
+ * PMIx makes, and ps_dispatch(), which hands each message to its module
+ * on the loop thread.
+ *
+ * Threads.  ps_msg_new, ps_msg_free, ps_op_claim, ps_op_abort and ps_post
+ * run on any thread (the progress thread's pt_* callbacks use them;
+ * ps->pending is guarded by ps->lock).  ps_dispatch() runs on the daemon's
+ * loop thread (router_defer).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "net/pmix/pmix_source_i.h"
 
@@ -88,4 +94,57 @@ void ps_op_abort(struct ps_msg *m)
 {
 	if (ps_op_claim(m))
 		ps_msg_free(m);
+}
+
+static void ps_dispatch(void *arg);
+
+void ps_post(struct ps_msg *m)
+{
+	if (router_defer(m->ps->r, ps_dispatch, m) != 0)
+		ps_msg_free(
+		    m); /* the router is shutting down: nobody to tell */
+}
+
+void ps_copy_nspace(char *dst, const char *src)
+{
+	size_t n = strnlen(src, PMIX_MAX_NSLEN);
+	if (n > ROUTER_NSPACE_MAX)
+		n = ROUTER_NSPACE_MAX;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* Loop thread (router_defer): @m to the module that handles its kind. */
+static void ps_dispatch(void *arg)
+{
+	struct ps_msg *m = arg;
+	pmix_source_t *ps = m->ps;
+
+	if (ps->closing) {
+		ps_msg_free(m);
+		return;
+	}
+	switch (m->kind) {
+	case PS_MSG_IOF:
+		if (ps_pull_deliver(ps, m))
+			return; /* the job took m */
+		break;
+	case PS_MSG_EVENT:
+		ps_event_handle(ps, m);
+		break;
+	case PS_MSG_QUERY:
+		ps_discover_answered(ps, m);
+		break;
+	case PS_MSG_SIZE:
+		ps_size_answered(ps, m);
+		break;
+	case PS_MSG_PULLED:
+		ps_pull_answered(ps, m);
+		break;
+	case PS_MSG_PUSHED:
+		if (ps_push_done(ps, m))
+			return; /* back with PMIx: the next chunk */
+		break;
+	}
+	ps_msg_free(m);
 }

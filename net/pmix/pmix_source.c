@@ -1,18 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * PMIx source: connection (PMIx_tool_init), the PMIx callbacks (progress
- * thread), the requery timer, and the job / loss events.  Namespace
- * discovery and the pulls are in pmix_discover.c, the messages in
- * pmix_msg.c, the jobs in pmix_job.c.
+ * PMIx source: attach and lifecycle.  pmix_source_new() (PMIx_tool_init,
+ * the PRRTE check, the event and all-namespaces pull registrations, the
+ * first namespace query and the requery timer) and pmix_source_free()
+ * (finalize or detach, reclaiming what PMIx never answered); the
+ * source's references and log; the one live source (`owner`).
  *
- * The progress-thread rule (PMIx_server_IOF_deliver(3)): every PMIx callback here (pt_*)
- * copies what it was handed into a struct ps_msg, then router_defer()s it;
- * ps_dispatch() does the work on the daemon's loop thread.  No pt_*
- * function calls the router (other than router_defer) or blocks.
+ * Threads.  Everything here runs on the daemon's loop thread except
+ * ps_owner_get(), ps_owner_ready_one(), ps_ref(), ps_unref() and ps_log(),
+ * which the progress-thread callbacks call too (pt_* in pmix_event.c,
+ * pmix_pull.c; ps_ref/ps_unref through pmix_msg.c).  The last ps_unref()
+ * frees the source, on whichever thread drops it.
+ *
+ * The progress-thread rule (PMIx_server_IOF_deliver(3)): every PMIx
+ * callback (pt_*, in pmix_event.c, pmix_pull.c, pmix_discover.c,
+ * pmix_size.c, pmix_push.c) copies what it was handed into a struct ps_msg,
+ * then router_defer()s it (ps_post, pmix_msg.c); ps_dispatch() does the
+ * work on the daemon's loop thread.  No pt_* function calls the router
+ * (other than router_defer) or blocks.
  *
  * libpmix is one connection per process and its IOF and event callbacks
  * carry no context pointer, so the one live source is found through
- * `owner` below: the single file-static of this module, forced by that API.
+ * `owner` below: the single file-static of the PMIx source, forced by
+ * that API.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -42,7 +52,7 @@ static struct {
 
 /* Progress thread: one of the registrations pmix_source_new waits for is
  * answered. */
-static void ready_one(void)
+void ps_owner_ready_one(void)
 {
 	pthread_mutex_lock(&owner.lock);
 	owner.ready_count++;
@@ -79,7 +89,7 @@ void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
 }
 
 /* ------------------------------------------------------------------------ */
-/* References, messages, pending ops                                         */
+/* References                                                                */
 
 static void ps_destroy(pmix_source_t *ps)
 {
@@ -107,17 +117,8 @@ void ps_unref(pmix_source_t *ps)
 		ps_destroy(ps);
 }
 
-static void ps_dispatch(void *arg);
-
-void ps_post(struct ps_msg *m)
-{
-	if (router_defer(m->ps->r, ps_dispatch, m) != 0)
-		ps_msg_free(
-		    m); /* the router is shutting down: nobody to tell */
-}
-
 /* The live source, with a reference, or NULL (progress thread). */
-static pmix_source_t *owner_get(void)
+pmix_source_t *ps_owner_get(void)
 {
 	pmix_source_t *ps;
 
@@ -129,332 +130,6 @@ static pmix_source_t *owner_get(void)
 	return ps;
 }
 
-static void copy_nspace(char *dst, const char *src)
-{
-	size_t n = strnlen(src, PMIX_MAX_NSLEN);
-	if (n > ROUTER_NSPACE_MAX)
-		n = ROUTER_NSPACE_MAX;
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
-/* ------------------------------------------------------------------------ */
-/* Progress-thread callbacks                                                 */
-
-static void dir_from_info(router_directives_t *d, const pmix_info_t *info)
-{
-	static const struct {
-		const char *key;
-		uint32_t bit;
-	} map[] = {
-	    {PMIX_IOF_COMPLETE, ROUTER_DIR_COMPLETE},
-	    {PMIX_IOF_TAG_OUTPUT, ROUTER_DIR_TAG_OUTPUT},
-	    {PMIX_IOF_RANK_OUTPUT, ROUTER_DIR_RANK_OUTPUT},
-	    {PMIX_IOF_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT},
-	    {PMIX_IOF_TIMESTAMP_OUTPUT, ROUTER_DIR_TIMESTAMP},
-	    {PMIX_IOF_OUTPUT_RAW, ROUTER_DIR_OUTPUT_RAW},
-	    /* PMIX_IOF_LOCAL_OUTPUT is the host's business (PMIx_server_IOF_deliver(3)):
-	     * it carries no meaning for a tool, so it is not mapped */
-	};
-
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		if (strcmp(info->key, map[i].key) != 0)
-			continue;
-		d->set |= map[i].bit;
-		if (info->value.type != PMIX_BOOL || info->value.data.flag)
-			d->value |= map[i].bit;
-	}
-}
-
-void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel, pmix_proc_t *source,
-	    pmix_byte_object_t *payload, pmix_info_t info[], size_t ninfo)
-{
-	pmix_source_t *ps = owner_get();
-	struct ps_msg *m;
-
-	if (!ps)
-		return;
-	m = ps_msg_new(ps, PS_MSG_IOF);
-	ps_unref(ps); /* ps_msg_new took its own */
-	if (!m)
-		return;
-	copy_nspace(m->nspace, source->nspace);
-	m->rank = source->rank;
-	m->channel = channel;
-	for (size_t i = 0; info && i < ninfo; i++)
-		dir_from_info(&m->dirs, &info[i]);
-	/* the payload is only valid during this callback: copy it out */
-	if (payload && payload->size > 0) {
-		m->bytes = malloc(payload->size);
-		if (!m->bytes) {
-			ps_log(ps, LOG_ERR,
-			       "out of memory: %zu bytes of %s/%u dropped",
-			       payload->size, m->nspace, m->rank);
-			ps_msg_free(m);
-			return;
-		}
-		memcpy(m->bytes, payload->bytes, payload->size);
-		m->len = payload->size;
-	} else {
-		/* a zero-length delivery completes the stream */
-		m->dirs.set |= ROUTER_DIR_COMPLETE;
-		m->dirs.value |= ROUTER_DIR_COMPLETE;
-	}
-	ps_post(m);
-}
-
-static void pt_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
-		     pmix_info_t info[], size_t ninfo, pmix_info_t *results,
-		     size_t nresults,
-		     pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
-{
-	pmix_source_t *ps = owner_get();
-	struct ps_msg *m = ps ? ps_msg_new(ps, PS_MSG_EVENT) : NULL;
-	bool have_term = false;
-	int term = 0;
-
-	if (ps)
-		ps_unref(ps);
-	if (m) {
-		m->status = status;
-		m->rank = ROUTER_RANK_WILDCARD;
-		if (source)
-			copy_nspace(m->src_nspace, source->nspace);
-		for (size_t i = 0; info && i < ninfo; i++) {
-			const pmix_value_t *v = &info[i].value;
-			if (strcmp(info[i].key, PMIX_EVENT_AFFECTED_PROC) ==
-				0 &&
-			    v->type == PMIX_PROC && v->data.proc) {
-				copy_nspace(m->nspace, v->data.proc->nspace);
-				m->rank = v->data.proc->rank;
-			} else if (strcmp(info[i].key, PMIX_EXIT_CODE) == 0 &&
-				   v->type == PMIX_INT) {
-				m->have_code = true;
-				m->code = v->data.integer;
-			} else if (strcmp(info[i].key, PMIX_JOB_TERM_STATUS) ==
-				       0 &&
-				   v->type == PMIX_STATUS) {
-				have_term = true;
-				term = v->data.status;
-			}
-		}
-		if (!m->have_code && have_term) {
-			/* PRRTE puts the job's exit code here (the first
-			 * non-zero one, state_dvm.c dvm_notify); a negative
-			 * value is a PMIx error status: failure, 1 */
-			m->have_code = true;
-			m->code = term >= 0 ? term : 1;
-		}
-		ps_post(m);
-	}
-	if (cbfunc)
-		cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
-}
-
-static void pt_evreg(pmix_status_t status, size_t refid, void *cbdata)
-{
-	pmix_source_t *ps;
-
-	if (cbdata)
-		ready_one();
-	if (status == PMIX_SUCCESS || !(ps = owner_get()))
-		return;
-	ps_log(ps, LOG_WARNING,
-	       "cannot register for job events: %s (job ends will "
-	       "only be seen when a job leaves the namespace list)",
-	       PMIx_Error_string(status));
-	ps_unref(ps);
-}
-
-void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
-	      void *cbdata, pmix_release_cbfunc_t release_fn,
-	      void *release_cbdata)
-{
-	struct ps_msg *m = cbdata;
-	bool mine = ps_op_claim(m);
-
-	if (mine) {
-		m->status = status;
-		for (size_t i = 0; info && i < ninfo; i++)
-			if (strcmp(info[i].key, PMIX_QUERY_NAMESPACES) == 0 &&
-			    info[i].value.type == PMIX_STRING &&
-			    info[i].value.data.string)
-				m->bytes = strdup(info[i].value.data.string);
-	}
-	if (release_fn)
-		release_fn(release_cbdata);
-	if (mine)
-		ps_post(m);
-}
-
-void pt_size(pmix_status_t status, pmix_value_t *kv, void *cbdata)
-{
-	struct ps_msg *m = cbdata;
-
-	if (!ps_op_claim(m))
-		return;
-	m->status = status;
-	if (status == PMIX_SUCCESS && kv && kv->type == PMIX_UINT32)
-		m->rank = kv->data.uint32;
-	else if (status == PMIX_SUCCESS)
-		m->status = PMIX_ERR_BAD_PARAM;
-	/* pitfall (measured with LeakSanitizer): 4.2.2 hands the value over
-	 * to the callback; it is ours to release */
-	if (kv)
-		PMIX_VALUE_RELEASE(kv);
-	ps_post(m);
-}
-
-void pt_pulled(pmix_status_t status, size_t refid, void *cbdata)
-{
-	struct ps_msg *m = cbdata;
-
-	if (!m->nspace[0])
-		ready_one(); /* the all-namespaces pull */
-	if (!ps_op_claim(m))
-		return;
-	m->status = status;
-	m->len = refid;
-	ps_post(m);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Loop thread                                                               */
-
-/* A status that says our connection to the server is gone.  Not
- * PMIX_ERR_UNREACH: PRRTE answers operations and raises events with it
- * about other procs (a prun that exited) while our connection is fine;
- * a real loss is reported by PMIX_ERR_LOST_CONNECTION within ~1 s. */
-bool ps_is_loss(pmix_status_t st)
-{
-	return st == PMIX_ERR_LOST_CONNECTION || st == PMIX_ERR_COMM_FAILURE;
-}
-
-void ps_source_lost(pmix_source_t *ps, pmix_status_t why)
-{
-	if (ps->lost)
-		return;
-	ps->lost = true;
-	ps_log(ps, LOG_WARNING,
-	       "lost the PMIx server (%s): running ranks are marked lost, "
-	       "what was received stays readable",
-	       PMIx_Error_string(why));
-	event_del(ps->requery_ev);
-	for (struct ps_job *job = ps->jobs; job; job = job->next)
-		ps_job_lost(job);
-}
-
-static void on_event(pmix_source_t *ps, struct ps_msg *m)
-{
-	struct ps_job *job;
-
-	/* A loss event is checked before it ends everything: PRRTE raises
-	 * PMIX_ERR_LOST_CONNECTION (source: the DVM itself) when another
-	 * tool, e.g. a prun, goes away.  So ask the server at once: our
-	 * query fails if our connection is really gone (on_query). */
-	if (ps_is_loss(m->status) || m->status == PMIX_ERR_UNREACH) {
-		ps->query_inflight = false;
-		ps_query_now(ps);
-		return;
-	}
-	job = m->nspace[0] ? ps_discover(ps, m->nspace) : NULL;
-	if (m->status == PMIX_EVENT_JOB_END && job) {
-		/* PRRTE 3.0.8 gives a tool no per-rank code: no
-		 * PROC_TERMINATED, and its process table shows no rank
-		 * terminated while the job runs and forgets the job when it
-		 * ends (NOT_FOUND), measured (docs/pmix.md) */
-		if (ps->prrte && !job->ignored)
-			ps_log(ps, LOG_NOTICE,
-			       "%s ended (exit code %d): PRRTE reports no "
-			       "per-rank codes, every rank shows the job's",
-			       job->nspace, m->have_code ? m->code : 0);
-		ps_job_end(job, m->have_code ? m->code : 0);
-	} else if (m->status == PMIX_EVENT_PROC_TERMINATED && job &&
-		   m->rank != PMIX_RANK_WILDCARD) {
-		ps_job_rank_end(job, m->rank, m->have_code ? m->code : 0);
-	} else if (m->status == PMIX_EVENT_JOB_START ||
-		   m->status == PMIX_LAUNCH_COMPLETE) {
-		ps_query_now(ps);
-	}
-}
-
-static void ps_dispatch(void *arg)
-{
-	struct ps_msg *m = arg;
-	pmix_source_t *ps = m->ps;
-	struct ps_job *job;
-
-	if (ps->closing) {
-		ps_msg_free(m);
-		return;
-	}
-	switch (m->kind) {
-	case PS_MSG_IOF:
-		job = ps_discover(ps, m->nspace);
-		if (job) {
-			ps_job_iof(job, m); /* takes m */
-			return;
-		}
-		break;
-	case PS_MSG_EVENT:
-		on_event(ps, m);
-		break;
-	case PS_MSG_QUERY:
-		ps_query_done(ps, m);
-		break;
-	case PS_MSG_SIZE:
-		job = ps_job_find(ps, m->nspace);
-		if (job && m->status == PMIX_SUCCESS)
-			ps_job_set_size(job, m->rank);
-		if (job) {
-			job->size_pending = false;
-			ps_pull_start(job);
-			ps_job_release_held(job);
-		}
-		ps_size_next(ps);
-		break;
-	case PS_MSG_PULLED:
-		if (!m->nspace[0]) {
-			ps_pull_all_done(ps, m);
-			break;
-		}
-		job = ps_job_find(ps, m->nspace);
-		if (job && m->status == PMIX_SUCCESS) {
-			job->pulled = true;
-			job->iof_id = m->len;
-		} else if (job) {
-			ps_log(ps, LOG_WARNING, "PMIx_IOF_pull %s refused: %s",
-			       m->nspace, PMIx_Error_string(m->status));
-			job->pulling = false;
-			if (ps_is_loss(m->status))
-				ps_source_lost(ps, m->status);
-		}
-		break;
-	case PS_MSG_PUSHED:
-		if (ps_push_done(ps, m))
-			return; /* back with PMIx: the next chunk */
-		break;
-	}
-	ps_msg_free(m);
-}
-
-static void on_requery(evutil_socket_t fd, short what, void *arg)
-{
-	pmix_source_t *ps = arg;
-
-	/* a query PMIx never answers must not stop discovery: ask again (a
-	 * late answer is still handled, it only re-lists the namespaces) */
-	if (ps->query_inflight && ++ps->query_ticks > PS_QUERY_STUCK_TICKS) {
-		ps_log(ps, LOG_NOTICE,
-		       "namespace query unanswered for %u ms: asking again",
-		       PS_QUERY_STUCK_TICKS * PS_REQUERY_MS);
-		ps->query_inflight = false;
-	}
-	if (!ps->query_inflight)
-		ps->query_ticks = 0;
-	ps_query_now(ps);
-}
-
 static void on_server_xon(evutil_socket_t fd, short what, void *arg)
 {
 	ps_flow_server_xon(arg);
@@ -463,7 +138,6 @@ static void on_server_xon(evutil_socket_t fd, short what, void *arg)
 /* ------------------------------------------------------------------------ */
 /* Public API                                                                */
 
-/* Fill @info (room for 2) from @server.  Returns the count or -errno. */
 static int server_info(const char *server, pmix_info_t *info, char *err,
 		       size_t errlen)
 {
@@ -514,19 +188,31 @@ static int server_info(const char *server, pmix_info_t *info, char *err,
 	return 1;
 }
 
-/* Just attached (PMIx_tool_init): become the owner, learn whether the
- * server is PRRTE, register the event handler, pull, query, and start the
- * requery timer. */
-static void ps_attached(pmix_source_t *ps, const char *server)
+/* The source before PMIx_tool_init: NULL on ENOMEM. */
+static pmix_source_t *source_alloc(struct event_base *base, router_t *r,
+				   iofs_log_t *log)
 {
-	static pmix_status_t codes[] = {
-	    PMIX_EVENT_JOB_END,	      PMIX_EVENT_PROC_TERMINATED,
-	    PMIX_EVENT_JOB_START,     PMIX_LAUNCH_COMPLETE,
-	    PMIX_ERR_LOST_CONNECTION, PMIX_ERR_UNREACH,
-	};
-	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
-	pmix_status_t st;
+	pmix_source_t *ps = calloc(1, sizeof(*ps));
 
+	if (!ps)
+		return NULL;
+	atomic_init(&ps->refs, 1);
+	ps->base = base;
+	ps->r = r;
+	ps->log = log;
+	pthread_mutex_init(&ps->lock, NULL);
+	ps->requery_ev = event_new(base, -1, EV_PERSIST, ps_discover_tick, ps);
+	ps->xoff_ev = evtimer_new(base, on_server_xon, ps);
+	if (!ps->requery_ev || !ps->xoff_ev) {
+		ps_destroy(ps);
+		return NULL;
+	}
+	return ps;
+}
+
+/* Just attached: say so, and learn whether the server is PRRTE. */
+static void attached(pmix_source_t *ps, const char *server)
+{
 	pthread_mutex_lock(&owner.lock);
 	owner.owner = ps;
 	pthread_mutex_unlock(&owner.lock);
@@ -545,20 +231,22 @@ static void ps_attached(pmix_source_t *ps, const char *server)
 		       "%d bytes, a job's stdin rank by rank",
 		       PS_PRRTE_PUSH_MAX);
 	}
+}
 
-	/* explicitly: a default handler never sees JOB_END in 4.2.2 */
+/* Register for events and output (waiting, bounded, for both to be
+ * answered), then start discovery. */
+static void start(pmix_source_t *ps)
+{
+	bool evreg;
+
 	pthread_mutex_lock(&owner.lock);
 	owner.ready_count = 0;
 	pthread_mutex_unlock(&owner.lock);
-	st =
-	    PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]),
-					NULL, 0, pt_event, pt_evreg, &owner);
-	if (st != PMIX_SUCCESS)
-		pt_evreg(st, 0, NULL);
+	evreg = ps_event_register(ps);
 	ps_pull_all_start(ps);
-	ready_wait(ps,
-		   (st == PMIX_SUCCESS) + (ps->pull_all == PS_PULL_ALL_PENDING));
-	ps_query_now(ps);
+	ready_wait(ps, evreg + (ps->pull_all == PS_PULL_ALL_PENDING));
+	ps_discover_query(ps);
+	struct timeval tv = {.tv_sec = 0, .tv_usec = PS_REQUERY_MS * 1000};
 	event_add(ps->requery_ev, &tv);
 }
 
@@ -599,18 +287,9 @@ int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
 		goto out_free_info;
 	}
 	rc = -ENOMEM;
-	ps = calloc(1, sizeof(*ps));
+	ps = source_alloc(base, r, log);
 	if (!ps)
 		goto out_release_busy;
-	atomic_init(&ps->refs, 1);
-	ps->base = base;
-	ps->r = r;
-	ps->log = log;
-	pthread_mutex_init(&ps->lock, NULL);
-	ps->requery_ev = event_new(base, -1, EV_PERSIST, on_requery, ps);
-	ps->xoff_ev = evtimer_new(base, on_server_xon, ps);
-	if (!ps->requery_ev || !ps->xoff_ev)
-		goto out_destroy;
 
 	st = PMIx_tool_init(&ps->me, info, n);
 	if (st != PMIX_SUCCESS) {
@@ -625,7 +304,8 @@ int pmix_source_new(struct event_base *base, router_t *r, iofs_log_t *log,
 		rc = -ECONNREFUSED;
 		goto out_destroy;
 	}
-	ps_attached(ps, server);
+	attached(ps, server);
+	start(ps);
 	PMIX_INFO_FREE(info, 2);
 	*out = ps;
 	return 0;

@@ -1,13 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * PMIx source internals, shared by pmix_source.c (connection, PMIx
- * callbacks, namespace discovery, events) and pmix_job.c (jobs and ranks on
- * the router side: deliveries, stdin pushes, exits).
+ * PMIx source internals, shared by its modules:
+ *   pmix_source.c    attach (PMIx_tool_init), lifecycle, references, the
+ *                    one live source (`owner`)
+ *   pmix_msg.c       struct ps_msg, pending ops, ps_post/ps_dispatch
+ *   pmix_event.c     event registration, job events, loss of the server
+ *   pmix_discover.c  PMIX_QUERY_NAMESPACES, job discovery, requery timer
+ *   pmix_size.c      the PMIx_Get_nb(PMIX_JOB_SIZE) queue
+ *   pmix_pull.c      PMIx_IOF_pull and the output PMIx delivers
+ *   pmix_job.c       jobs and ranks on the router side: registration,
+ *                    deliveries, exits
+ *   pmix_push.c      stdin: PMIx_IOF_push, push queues, server XOFF
  *
  * Threads.  Functions named pt_*() run on PMIx's progress thread: they
  * copy what PMIx handed them into a struct ps_msg, take a reference on the
- * source and router_defer() it.  Everything else runs on the daemon's loop
- * thread.  No PMIx callback touches the router or a job directly.
+ * source and router_defer() it (ps_post).  Everything else runs on the
+ * daemon's loop thread, but for the helpers the pt_*() functions call,
+ * marked "Progress thread" or "Any thread" below.  No PMIx callback
+ * touches the router or a job directly.
  */
 #ifndef IOFS_PMIX_SOURCE_I_H
 #define IOFS_PMIX_SOURCE_I_H
@@ -17,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <event2/util.h>
 #include <pmix_tool.h>
 
 #include "net/pmix/pmix_source.h"
@@ -59,7 +70,7 @@ struct event_base;
 
 struct ps_job;
 
-/* The all-namespaces pull (pmix_source.c start_pull_all) */
+/* The all-namespaces pull (pmix_pull.c ps_pull_all_start) */
 enum ps_pull_all {
 	PS_PULL_ALL_REFUSED = 0, /* or not tried: each job is pulled */
 	PS_PULL_ALL_PENDING,	 /* asked, no answer yet */
@@ -184,13 +195,22 @@ struct ps_msg {
 	pmix_query_t *queries;
 };
 
+/* pmix_source.c */
+/* Any thread. */
 void ps_log(pmix_source_t *ps, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
+/* Any thread; the last reference frees the source. */
 void ps_ref(pmix_source_t *ps);
 void ps_unref(pmix_source_t *ps);
+/* Progress thread: the live source, with a reference, or NULL. */
+pmix_source_t *ps_owner_get(void);
+/* Progress thread: one of the registrations pmix_source_new waits for
+ * is answered. */
+void ps_owner_ready_one(void);
 
-/* pmix_msg.c.  A message with a reference on @ps (NULL on ENOMEM). */
+/* pmix_msg.c */
+/* Any thread: a message with a reference on @ps (not on ps->pending).
+ * NULL on ENOMEM. */
 struct ps_msg *ps_msg_new(pmix_source_t *ps, enum ps_msg_kind kind);
 /* A message (with a reference on ps) for an op about to be handed to PMIx;
  * on ps->pending.  NULL on ENOMEM. */
@@ -206,33 +226,42 @@ void ps_op_rearm(struct ps_msg *m);
 void ps_op_abort(struct ps_msg *m);
 /* Any thread: free @m's payload and drop its reference. */
 void ps_msg_free(struct ps_msg *m);
+/* Any thread: a PMIx nspace into a ROUTER_NSPACE_MAX buffer (truncated). */
+void ps_copy_nspace(char *dst, const char *src);
 
-/* pmix_source.c: the progress-thread callbacks of the ops below, and the
- * loss of the server (loop thread). */
-void pt_iof(size_t iofhdlr, pmix_iof_channel_t channel, pmix_proc_t *source,
-	    pmix_byte_object_t *payload, pmix_info_t info[], size_t ninfo);
-void pt_size(pmix_status_t status, pmix_value_t *kv, void *cbdata);
-void pt_query(pmix_status_t status, pmix_info_t *info, size_t ninfo,
-	      void *cbdata, pmix_release_cbfunc_t release_fn,
-	      void *release_cbdata);
-void pt_pulled(pmix_status_t status, size_t refid, void *cbdata);
+/* pmix_event.c (loop thread) */
+/* Register the event handler; true: its answer will come (the progress
+ * thread then calls ps_owner_ready_one). */
+bool ps_event_register(pmix_source_t *ps);
+void ps_event_handle(pmix_source_t *ps, struct ps_msg *m);
 /* A status that says our connection to the server is gone. */
-bool ps_is_loss(pmix_status_t st);
-void ps_source_lost(pmix_source_t *ps, pmix_status_t why);
+bool ps_event_is_loss(pmix_status_t st);
+/* The server is gone: running ranks lost, no more queries. */
+void ps_event_lost(pmix_source_t *ps, pmix_status_t why);
 
-/* pmix_discover.c (loop thread): the namespaces query and its answer; a
- * namespace seen for the first time (NULL: ours, ignored or no memory);
- * the all-namespaces pull at attach and its answer; a job's own pull when
- * that one was refused; the job-size gets, one in flight (ps_size_next
- * asks for the next). */
-void ps_query_now(pmix_source_t *ps);
-void ps_query_done(pmix_source_t *ps, struct ps_msg *m);
+/* pmix_discover.c (loop thread) */
+/* The job record of a namespace the server runs (pulling its output);
+ * NULL for ours, an ignored one or on ENOMEM. */
 struct ps_job *ps_discover(pmix_source_t *ps, const char *nspace);
-void ps_pull_all_start(pmix_source_t *ps);
-void ps_pull_all_done(pmix_source_t *ps, struct ps_msg *m);
-void ps_pull_start(struct ps_job *job);
+/* Ask the server for its namespaces (unless a query is out). */
+void ps_discover_query(pmix_source_t *ps);
+void ps_discover_answered(pmix_source_t *ps, struct ps_msg *m);
+/* ps->requery_ev, every PS_REQUERY_MS. */
+void ps_discover_tick(evutil_socket_t fd, short what, void *arg);
+
+/* pmix_size.c (loop thread) */
+/* Want @job's size; it is pulled after the answer. */
 void ps_size_request(struct ps_job *job);
-void ps_size_next(pmix_source_t *ps);
+/* No size wait any more for @job: pull it, deliver what was held. */
+void ps_size_settled(struct ps_job *job);
+void ps_size_answered(pmix_source_t *ps, struct ps_msg *m);
+
+/* pmix_pull.c (loop thread) */
+void ps_pull_all_start(pmix_source_t *ps);
+void ps_pull_start(struct ps_job *job);
+void ps_pull_answered(pmix_source_t *ps, struct ps_msg *m);
+/* Output @m to its job; true: the job took @m. */
+bool ps_pull_deliver(pmix_source_t *ps, struct ps_msg *m);
 
 /* pmix_job.c (loop thread) */
 struct ps_job *ps_job_find(pmix_source_t *ps, const char *nspace);
@@ -246,6 +275,13 @@ void ps_job_lost(struct ps_job *job);
 void ps_job_free(struct ps_job *job);
 /* Deliver (or, closing, free) what was held for the size answer. */
 void ps_job_release_held(struct ps_job *job);
+
+/* pmix_push.c (loop thread) */
+/* The router's stdin ops of a rank (ctx: its struct ps_rank). */
+int ps_push_write(void *ctx, router_rank_t *rr, const void *bytes, size_t len);
+int ps_push_write_job(void *ctx, router_rank_t *const *targets, size_t n,
+		      const void *bytes, size_t len);
+void ps_push_eof(void *ctx, router_rank_t *rr);
 /* true: @m went back to PMIx (the next chunk of a chunked push) */
 bool ps_push_done(pmix_source_t *ps, struct ps_msg *m);
 void ps_flow_server_xon(pmix_source_t *ps);
