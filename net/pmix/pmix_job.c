@@ -156,6 +156,15 @@ static void rank_register(struct ps_rank *rk)
 		rk->rr = NULL;
 		return;
 	}
+	if (job->ps->prrte) { /* what PRRTE keeps from a tool (docs/pmix.md) */
+		router_job_t *rj = router_rank_job(rk->rr);
+
+		router_job_note(rj, "PRRTE reports no per-rank exit codes: "
+				    "every rank shows the job's");
+		router_job_note(rj, "PRRTE delivers stdin only to the ranks "
+				    "in prun --stdin's set (rank 0 by "
+				    "default); writes to others are dropped");
+	}
 	if (job->ended || rk->exit_pending) {
 		/* registered after its end was known (JOB_END, or its own
 		 * end, before the size answer or its first output let us
