@@ -137,6 +137,8 @@ assert_eq "$J/0 stdin_bytes" "$(($(stat -c %s "$T/in.data") + 4))" "$(info_get "
 ! grep -q 'IOF_COMPLETE' "$T/iofs.log" || fail "EOF push logged as an error: $(grep IOF_COMPLETE "$T/iofs.log")"
 grep -q "$J: with PRRTE, stdin reaches only the ranks in prun --stdin's set" "$T/iofs.log" ||
 	fail "no notice about prun --stdin's set"
+grep -q "^note: PRRTE delivers stdin only to the ranks in prun --stdin's set" "$MNT/$J/info" ||
+	fail "the job's info does not tell the user about prun --stdin's set: $(cat "$MNT/$J/info")"
 log "ok: stdin (300 KiB, chunked) to each rank and to the job under --stdin all, EOF ends them"
 
 # ---- 3: late job, then the DVM killed while attached ----------------------
@@ -193,6 +195,8 @@ assert_eq "$J/0 stdout" "code 0" "$(cat "$MNT/$J/0/stdout")"
 assert_eq "$J/1 exit status (the job's)" 3 "$(info_get "$MNT/$J/1/info" exit_status)"
 grep -q "$J ended (exit code 3): PRRTE reports no per-rank codes" "$T/iofs.log" ||
 	fail "no notice that per-rank codes are missing"
+grep -q "^note: PRRTE reports no per-rank exit codes" "$MNT/$J/info" ||
+	fail "the job's info does not say per-rank codes are missing: $(cat "$MNT/$J/info")"
 log "ok: exit status 3 (the job's, PRRTE has no per-rank codes; prun said $rc)"
 stop_daemon
 stop_dvm
