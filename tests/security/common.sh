@@ -7,6 +7,17 @@ NOGROUP=$(id -gn nobody)
 NOBODY_UID=$(id -u nobody)
 as_nobody() { setpriv --reuid=nobody --regid="$NOGROUP" --clear-groups -- "$@"; }
 chmod 755 "$T"
+# nobody cannot reach a build or a source tree below a private directory
+# (CI clones into one): the programs and python helpers nobody runs are
+# copied into $T, which is 0755.
+mkdir "$T/nbin"
+cp "$IOFS_RUN" "$PRODUCE" "$PACE" "$T/nbin/"
+cp "$IOFS_SOURCE_DIR"/tests/security/*.py "$T/"
+chmod 755 "$T/nbin" "$T/nbin/"*
+chmod 644 "$T/"*.py
+IOFS_RUN="$T/nbin/iofs-run"
+PRODUCE="$T/nbin/iofs-produce"
+PACE="$T/nbin/iofs-pace"
 
 # root_file PATH: a root-owned 0600 file with known content; echoes its sha
 root_file() {
