@@ -72,7 +72,8 @@ env -u IOFS_ADDR XDG_RUNTIME_DIR="$T/xdg" "$IOFS" -f "$MNT" >"$T/iofs.log" 2>&1 
 DAEMON_PID=$!
 wait_for 10 bash -c "grep -q ' $(realpath "$MNT") ' /proc/self/mountinfo || ! kill -0 $DAEMON_PID" ||
 	fail "daemon neither mounted nor exited"
-grep -q "/run/iofs/iofs.sock" "$T/iofs.log" || fail "root's default address is not /run/iofs/iofs.sock: $(cat "$T/iofs.log")"
+# ("listening" is logged after the kernel's INIT, so after the mount shows)
+wait_for 10 grep -q "/run/iofs/iofs.sock" "$T/iofs.log" || fail "root's default address is not /run/iofs/iofs.sock: $(cat "$T/iofs.log")"
 [ -z "$(ls -A "$T/xdg")" ] || fail "root's daemon listened in another user's XDG_RUNTIME_DIR: $(ls -A "$T/xdg")"
 if is_mounted "$MNT"; then stop_daemon; fi
 figures security-socket-race starts="$STARTS" up_in_0777="$up"
