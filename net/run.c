@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -426,6 +427,14 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	}
 	rc = 1;
+	/* Every DATA frame's bytes are held in a malloc()ed buffer (up to
+	 * RUN_READ_CHUNK) until the daemon ACKs them.  With glibc's default
+	 * 128 KiB trim threshold, the heap's top went back to the kernel and
+	 * was faulted in (and zeroed) again about 1 100 times per GiB: a
+	 * quarter to a third of the forwarder's CPU (docs/performance.md,
+	 * "Where the time goes").  Keep a few windows' worth instead. */
+	mallopt(M_TRIM_THRESHOLD, (int)(8 * RUN_CREDIT_HIGH));
+	mallopt(M_TOP_PAD, (int)RUN_CREDIT_HIGH);
 	r->base = event_base_new();
 	if (!r->base || run_kids_init(&r->kids, r->base, &r->o, r->log,
 				      &run_link_kids_ops, &r->link) < 0)
