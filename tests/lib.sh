@@ -49,6 +49,13 @@ start_daemon() {
 	DAEMON_PID=$!
 	wait_for 10 is_mounted "$MNT" || fail "daemon did not mount $MNT"
 	wait_for 10 test -S "$SOCK" || fail "daemon did not listen on $SOCK"
+	# "listening on ..." and "mounted" are logged after the kernel's INIT is
+	# answered, so after the mount shows: tests that grep the log wait here
+	case " $* " in
+	*loglevel=warning* | *loglevel=error* | *loglevel=crit*) ;;
+	*) wait_for 10 grep -q "^iofs: mounted " "$T/iofs.log" ||
+		fail "daemon did not log 'mounted': $(cat "$T/iofs.log")" ;;
+	esac
 }
 
 # stop_daemon: SIGTERM, expect exit 0 and no mount left
