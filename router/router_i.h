@@ -87,6 +87,7 @@ struct router {
 
 	/* Streams whose store is full, retried by ev_store. */
 	TAILQ_HEAD(, stream) store_wait;
+	uint64_t store_pass; /* numbers stream_store_retry()'s passes */
 	struct event *ev_store;
 
 	size_t mem_used; /* sum of every stream buffer's capacity */

@@ -122,12 +122,15 @@ static void store_wait(struct stream *s, int err)
 {
 	char name[ROUTER_NSPACE_MAX + 32];
 
-	if (!s->store_full) {
+	if (!s->store_warned) { /* once per hold, not once per retry */
 		stream_name(s, name, sizeof(name));
 		router_logf(s->r, LOG_WARNING,
 			    "%s: spool write: %s: holding its producer back "
 			    "at byte %" PRIu64 ", retrying",
 			    name, strerror(err), s->stored);
+		s->store_warned = true;
+	}
+	if (!s->store_full) {
 		s->store_full = true;
 		TAILQ_INSERT_TAIL(&s->r->store_wait, s, store_link);
 	}
@@ -187,16 +190,22 @@ int stream_adopt(struct stream *s, void *h, uint64_t size)
 
 void stream_store_retry(router_t *r)
 {
-	struct stream *s, *next;
+	struct stream *s;
 	char name[ROUTER_NSPACE_MAX + 32];
+	uint64_t pass = ++r->store_pass;
 
-	for (s = TAILQ_FIRST(&r->store_wait); s; s = next) {
-		next = TAILQ_NEXT(s, store_link);
+	/* Each waiting stream once: one still full goes back at the tail
+	 * marked with this pass, which ends the pass (with two or more
+	 * streams a plain walk would chase them round forever).  A stream
+	 * freed by a latch callback leaves the list itself. */
+	while ((s = TAILQ_FIRST(&r->store_wait)) && s->store_pass != pass) {
+		s->store_pass = pass;
 		TAILQ_REMOVE(&r->store_wait, s, store_link);
 		s->store_full = false;
 		store_sync(s); /* back on the list if still full */
 		if (s->store_full)
 			continue;
+		s->store_warned = false;
 		if (!s->store_failed) {
 			stream_name(s, name, sizeof(name));
 			router_logf(r, LOG_NOTICE,

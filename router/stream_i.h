@@ -86,6 +86,8 @@ struct stream {
 	uint64_t stored;   /* bytes in the store: [0, stored) */
 	bool store_failed; /* given up: no more appends to it */
 	bool store_full;   /* on r->store_wait: retried by the timer */
+	bool store_warned; /* "holding back" logged; cleared on resume */
+	uint64_t store_pass; /* last stream_store_retry() pass that tried it */
 	TAILQ_ENTRY(stream) store_link;
 };
 

@@ -373,6 +373,52 @@ static void full_store_holds_then_resumes(void **state)
 	free(out);
 }
 
+/* Two streams held by a full store at once: a retry tries each once and
+ * returns (it used to chase the two round the wait list forever, the
+ * daemon spinning on its loop), the hold is logged once per stream, not
+ * once per retry, and both resume with every byte when space returns. */
+static void two_full_streams_retry_ends(void **state)
+{
+	struct fake fk = {.fail_after = 1500, .err = -ENOSPC};
+	struct sp *s = sp_new(&fk_ops, &fk);
+	char buf[1000];
+	struct router_stats st;
+
+	(void)state;
+	h_reg(s->h, "two", 0, 2);
+	h_reg(s->h, "two", 1, 2);
+	memset(buf, 'x', sizeof(buf));
+	for (uint32_t rk = 0; rk < 2; rk++) {
+		h_put(s->h, "two", rk, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
+		      NULL);
+		h_put(s->h, "two", rk, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
+		      NULL);
+	}
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_true(s->h->fr[1].held[ROUTER_CH_STDOUT]);
+	int nlog = s->h->nlog;
+	for (int i = 0; i < 5; i++) /* returns: each stream tried once */
+		router_run_timers(s->h->r);
+	assert_int_equal(s->h->nlog, nlog); /* no new "holding" lines */
+	assert_int_equal(fk.len, 1500);
+	fk.fail_after = sizeof(fk.data);
+	router_run_timers(s->h->r);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_false(s->h->fr[1].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(fk.len, 4000);
+	for (int rk = 0; rk < 2; rk++) {
+		router_rank_stats(s->h->rk[rk], &st);
+		assert_int_equal(st.stdout_xoff, 1);
+		assert_int_equal(st.stdout_xon, 1);
+		assert_int_equal(st.dropped_bytes, 0);
+		router_rank_exit(s->h->rk[rk], ROUTER_STATE_EXITED, 0);
+	}
+	h_free(s->h);
+	assert_int_equal(fk.files, 0);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
 /* DIR/<n>/{nspace,<rank>.stdout,stdout}, 0700/0600; numbers skip what is
  * there; a job's files go when it is removed and its reader closed; an
  * unsafe top directory is refused. */
@@ -525,6 +571,7 @@ int main(void)
 	    cmocka_unit_test(backpressure_stays_exact),
 	    cmocka_unit_test(failing_store_falls_back),
 	    cmocka_unit_test(full_store_holds_then_resumes),
+	    cmocka_unit_test(two_full_streams_retry_ends),
 	    cmocka_unit_test(spool_layout),
 	    cmocka_unit_test(restart_restores_jobs),
 	};
