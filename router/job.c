@@ -148,6 +148,7 @@ static void job_free(router_job_t *job)
 		stream_destroy(&job->m[ci].s);
 	if (job->store)
 		r->store->job_close(job->store, job->store_discard);
+	store_job_forget(job);
 	TAILQ_REMOVE(&r->all_jobs, job, all_link);
 	free(job->ranks);
 	for (size_t i = 0; i < job->nnotes; i++)
@@ -338,6 +339,7 @@ static void job_check_complete(router_job_t *job)
 		stream_complete(&job->m[ci].s);
 	}
 	job_state_save(job);
+	store_job_done(job);
 }
 
 static router_rank_t *rank_new(router_job_t *job, uint32_t id,

@@ -593,6 +593,10 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->log = cfg->log;
 	r->store = cfg->store;
 	r->store_ctx = cfg->store_ctx;
+	r->max_stream = cfg->store_max_stream;
+	r->max_job = cfg->store_max_job;
+	r->max_total = cfg->store_max;
+	TAILQ_INIT(&r->store_done);
 	r->loop_thread = pthread_self();
 	TAILQ_INIT(&r->jobs);
 	TAILQ_INIT(&r->all_jobs);

@@ -83,7 +83,8 @@ struct stream {
 	uint32_t rank;	   /* or ROUTER_RANK_WILDCARD (merged view) */
 	uint32_t channel;  /* ROUTER_CH_STDOUT or ROUTER_CH_STDERR */
 	void *store;	   /* NULL until the first byte, or without storage */
-	uint64_t stored;   /* bytes in the store: [0, stored) */
+	uint64_t stored;   /* bytes appended to the store: [0, stored) */
+	uint64_t store_start; /* a cap evicted [0, store_start) from it */
 	bool store_failed; /* given up: no more appends to it */
 	bool store_full;   /* on r->store_wait: retried by the timer */
 	TAILQ_ENTRY(stream) store_link;
@@ -109,6 +110,15 @@ void stream_flow_release(struct stream *s);
 /* Adopt store @h holding @size bytes as the history of an empty stream:
  * 0 or ROUTER_ERR_EXISTS. */
 int stream_adopt(struct stream *s, void *h, uint64_t size);
+/* A cap: forget the store's bytes below @to (clamped: never a byte a
+ * blocking reader of a running stream still needs, never past what was
+ * appended); counted in dropped when no longer in the ring either.
+ * Returns the bytes evicted. */
+uint64_t stream_store_evict(struct stream *s, uint64_t to);
+/* What @s's store holds and could evict now (above a blocking reader's
+ * need). */
+uint64_t stream_store_held(const struct stream *s);
+uint64_t stream_store_evictable(const struct stream *s);
 /* Retry every full store (router_run_timers() and the store timer). */
 void stream_store_retry(router_t *r);
 
