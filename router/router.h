@@ -437,6 +437,9 @@ struct router_stats {
 	/* Job only: the same for the merged views (not in dropped_bytes,
 	 * which, like every job counter, is the sum over the ranks). */
 	uint64_t merged_dropped_bytes;
+	/* What the store (the spool) holds: rank, its two streams; job, all
+	 * of its streams and merged views.  0 without storage. */
+	uint64_t spool_bytes;
 	/* Job only: attempts by other uids to join or replace it. */
 	uint64_t owner_refused;
 };

@@ -92,22 +92,11 @@ static uint64_t cap_slack(uint64_t cap)
 	return step < ROUTER_STORE_ALIGN ? ROUTER_STORE_ALIGN : step;
 }
 
-static uint64_t align_down(uint64_t v)
-{
-	return v & ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
-}
-
-/* Evict @want bytes of @s's oldest (whole blocks, rounded up, unless it
- * is everything it holds).  Returns the bytes evicted. */
+/* Evict about @want bytes of @s's oldest (whole blocks: rounded down).
+ * Returns the bytes evicted. */
 static uint64_t evict_some(struct stream *s, uint64_t want)
 {
-	uint64_t to = s->store_start + want;
-
-	if (to < s->stored)
-		to = align_down(to + ROUTER_STORE_ALIGN - 1);
-	if (to > s->stored)
-		to = s->stored;
-	return stream_store_evict(s, to);
+	return stream_store_evict(s, s->store_start + want);
 }
 
 /* The job's stream holding the most evictable bytes, NULL if none. */

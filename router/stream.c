@@ -308,6 +308,7 @@ uint64_t stream_store_evictable(const struct stream *s)
 		if (to > lim)
 			to = lim;
 	}
+	to &= ~(uint64_t)(ROUTER_STORE_ALIGN - 1); /* whole blocks */
 	return to > s->store_start ? to - s->store_start : 0;
 }
 
@@ -317,6 +318,8 @@ uint64_t stream_store_evict(struct stream *s, uint64_t to)
 
 	if (to > max)
 		to = max;
+	/* whole blocks: what a restart finds (SEEK_DATA) is exact */
+	to &= ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
 	if (to <= from)
 		return 0;
 	/* what the ring does not hold any more is gone */
