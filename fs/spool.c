@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -258,6 +259,15 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	sp->dirfd = safe_dir_top(sp->dir, 0700, "spool", err, errlen);
 	if (sp->dirfd < 0) {
 		rc = sp->dirfd;
+		goto out_free;
+	}
+	/* One daemon per spool: another would restore, number and delete
+	 * under this one's feet.  The lock goes with the descriptor. */
+	if (flock(sp->dirfd, LOCK_EX | LOCK_NB) != 0) {
+		rc = -errno;
+		snprintf(err, errlen, "spool %s: %s", sp->dir,
+			 rc == -EWOULDBLOCK ? "in use by another iofs daemon"
+					    : strerror(-rc));
 		goto out_free;
 	}
 	*out = sp;

@@ -9,7 +9,7 @@ SFS="$T/sfs"
 mkdir -p "$SFS"
 mount -t tmpfs -o size=1m,mode=0700 iofs-test-spool "$SFS" || fail "cannot mount a tmpfs (needs root)"
 trap 'rc=$?; umount -l "$SFS" 2>/dev/null; (exit $rc); cleanup' EXIT
-start_daemon -o spool="$SFS"
+start_daemon -o spool="$SFS",spool_max=none # ENOSPC, not the cap
 
 "$PRODUCE" -l -n 4M -s 11 >"$T/want"
 run_job e 1 "$PRODUCE" -l -n 4M -s 11
