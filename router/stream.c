@@ -136,12 +136,15 @@ static void store_wait(struct stream *s, int err)
 {
 	char name[ROUTER_NSPACE_MAX + 32];
 
-	if (!s->store_full) {
+	if (!s->store_warned) { /* once until it resumes */
 		stream_name(s, name, sizeof(name));
 		router_logf(s->r, LOG_WARNING,
 			    "%s: spool write: %s: holding its producer back "
 			    "at byte %" PRIu64 ", retrying",
 			    name, strerror(err), s->stored);
+		s->store_warned = true;
+	}
+	if (!s->store_full) {
 		s->store_full = true;
 		TAILQ_INSERT_TAIL(&s->r->store_wait, s, store_link);
 	}
@@ -209,16 +212,21 @@ int stream_adopt(struct stream *s, void *h, uint64_t size)
 
 void stream_store_retry(router_t *r)
 {
-	struct stream *s, *next;
+	struct stream *s;
 	char name[ROUTER_NSPACE_MAX + 32];
+	uint64_t n = 0, todo = 0;
 
-	for (s = TAILQ_FIRST(&r->store_wait); s; s = next) {
-		next = TAILQ_NEXT(s, store_link);
+	/* Each waiting stream once: one still full goes back at the tail
+	 * (walking the list as it is re-appended to would never end). */
+	TAILQ_FOREACH (s, &r->store_wait, store_link)
+		todo++;
+	while (n++ < todo && (s = TAILQ_FIRST(&r->store_wait))) {
 		TAILQ_REMOVE(&r->store_wait, s, store_link);
 		s->store_full = false;
 		store_sync(s); /* back on the list if still full */
 		if (s->store_full)
 			continue;
+		s->store_warned = false;
 		if (!s->store_failed) {
 			stream_name(s, name, sizeof(name));
 			router_logf(r, LOG_NOTICE,

@@ -87,6 +87,7 @@ struct stream {
 	uint64_t store_start; /* a cap evicted [0, store_start) from it */
 	bool store_failed; /* given up: no more appends to it */
 	bool store_full;   /* on r->store_wait: retried by the timer */
+	bool store_warned; /* "holding its producer back" logged */
 	TAILQ_ENTRY(stream) store_link;
 };
 

@@ -203,6 +203,7 @@ struct fake {
 	size_t fail_after; /* appends beyond this many bytes fail */
 	int err;	   /* with this -errno */
 	int jobs, files;
+	bool merged_too; /* the merged views are stored too */
 };
 
 static int fk_job_open(void *ctx, const char *ns, void **jh)
@@ -221,7 +222,8 @@ static int fk_open(void *jh, uint32_t rank, uint32_t ch, void **h)
 {
 	struct fake *f = jh;
 
-	if (rank == ROUTER_RANK_WILDCARD || ch != ROUTER_CH_STDOUT)
+	if ((rank == ROUTER_RANK_WILDCARD && !f->merged_too) ||
+	    ch != ROUTER_CH_STDOUT)
 		return -EROFS;
 	f->files++;
 	*h = f;
@@ -371,6 +373,38 @@ static void full_store_holds_then_resumes(void **state)
 	rm_tree(s->dir, 1);
 	free(s);
 	free(out);
+}
+
+/* Two streams full at once (the rank's and the merged view): a retry
+ * tries each once and returns (it used to chase the re-queued streams
+ * forever), the hold is logged once per stream, not per retry. */
+static void two_full_streams_retry(void **state)
+{
+	struct fake fk = {.fail_after = 0, .err = -ENOSPC, .merged_too = true};
+	struct sp *s = sp_new(&fk_ops, &fk);
+	struct router_stats st;
+
+	(void)state;
+	h_reg(s->h, "two", 0, 1);
+	h_puts(s->h, "two", 0, "line one\n");
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(s->h->nlog, 2); /* rank and merged view */
+	for (int i = 0; i < 3; i++)
+		router_run_timers(s->h->r); /* returns; still held */
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(s->h->nlog, 2);
+	fk.fail_after = sizeof(fk.data);
+	router_run_timers(s->h->r);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(s->h->nlog, 4); /* both resumed */
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.stdout_xoff, 1);
+	assert_int_equal(st.stdout_xon, 1);
+	h_free(s->h);
+	assert_int_equal(fk.files, 0);
+	rm_tree(s->dir, 1);
+	free(s);
 }
 
 /* DIR/<n>/{nspace,<rank>.stdout,stdout}, 0700/0600; numbers skip what is
@@ -786,6 +820,7 @@ int main(void)
 	    cmocka_unit_test(backpressure_stays_exact),
 	    cmocka_unit_test(failing_store_falls_back),
 	    cmocka_unit_test(full_store_holds_then_resumes),
+	    cmocka_unit_test(two_full_streams_retry),
 	    cmocka_unit_test(spool_layout),
 	    cmocka_unit_test(restart_restores_jobs),
 	    cmocka_unit_test(stream_cap_keeps_newest),
