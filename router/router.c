@@ -613,6 +613,7 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->ev_timer = evtimer_new(base, on_timer, r);
 	r->ev_store = evtimer_new(base, on_store_timer, r);
 	TAILQ_INIT(&r->store_wait);
+	TAILQ_INIT(&r->store_lazy);
 	r->ev_xq = event_new(base, -1, 0, on_xq, r);
 	if (!r->ev_notify || !r->ev_timer || !r->ev_xq || !r->ev_store) {
 		router_free(r);

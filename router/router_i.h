@@ -87,6 +87,9 @@ struct router {
 
 	/* Streams whose store is full, retried by ev_store. */
 	TAILQ_HEAD(, stream) store_wait;
+	/* Merged views with a batch not stored yet (STORE_BATCH), stored
+	 * by ev_store too. */
+	TAILQ_HEAD(, stream) store_lazy;
 	struct event *ev_store;
 	/* Caps (router_config.store_max*; 0 = none) and what the store holds
 	 * (the sum of every stream's [store_start, stored)). */

@@ -49,9 +49,18 @@ uint64_t stream_store_held(const struct stream *s)
 	return s->stored > s->store_start ? s->stored - s->store_start : 0;
 }
 
+static void lazy_unlink(struct stream *s)
+{
+	if (s->store_lazy) {
+		TAILQ_REMOVE(&s->r->store_lazy, s, lazy_link);
+		s->store_lazy = false;
+	}
+}
+
 void stream_destroy(struct stream *s)
 {
 	store_unwait(s);
+	lazy_unlink(s);
 	stream_flow_release(s);
 	store_account(s, -(int64_t)stream_store_held(s));
 	s->store_start = s->stored;
@@ -215,6 +224,11 @@ void stream_store_retry(router_t *r)
 	struct stream *s;
 	char name[ROUTER_NSPACE_MAX + 32];
 	uint64_t n = 0, todo = 0;
+
+	while ((s = TAILQ_FIRST(&r->store_lazy))) {
+		lazy_unlink(s);
+		store_sync(s);
+	}
 
 	/* Each waiting stream once: one still full goes back at the tail
 	 * (walking the list as it is re-appended to would never end). */
@@ -462,7 +476,17 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 		memcpy(s->buf, src + first, n - first);
 		s->end += n;
 	}
-	store_sync(s);
+	if (s->rank == ROUTER_RANK_WILDCARD && store_live(s) && !s->store_full &&
+	    s->end - s->stored < STORE_BATCH) {
+		if (!s->store_lazy) { /* the timer stores it, or the next */
+			TAILQ_INSERT_TAIL(&r->store_lazy, s, lazy_link);
+			s->store_lazy = true;
+		}
+		store_timer_arm(r);
+	} else {
+		lazy_unlink(s);
+		store_sync(s);
+	}
 	s->mtime_ns = now;
 	notify_readers(s);
 	if (stream_lag(s) > r->window)
@@ -477,6 +501,8 @@ void stream_complete(struct stream *s)
 	if (s->complete)
 		return;
 	s->complete = true;
+	lazy_unlink(s);
+	store_sync(s); /* a batch still waiting */
 	notify_readers(s);
 	stream_flow_release(s);
 }

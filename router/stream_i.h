@@ -40,6 +40,13 @@ enum {
 	SUSPEND_SPOOL = 1u << 3,  /* the store is full (ENOSPC, EDQUOT) */
 };
 
+/* A merged view is stored in batches of this many bytes (or what
+ * arrived within STORE_RETRY_NS, or at its end): its bytes come in small
+ * tagged pieces (a partial line every 4 KiB), and a write each cost the
+ * daemon more than the copy.  A rank's own bytes are stored at once
+ * (before the producer is acknowledged). */
+#define STORE_BATCH (64u << 10)
+
 /* Retry interval of a full store, ns. */
 #define STORE_RETRY_NS 100000000u
 
@@ -88,6 +95,8 @@ struct stream {
 	bool store_failed; /* given up: no more appends to it */
 	bool store_full;   /* on r->store_wait: retried by the timer */
 	bool store_warned; /* "holding its producer back" logged */
+	bool store_lazy;   /* on r->store_lazy: a batch waits (merged view) */
+	TAILQ_ENTRY(stream) lazy_link;
 	TAILQ_ENTRY(stream) store_link;
 };
 
@@ -120,7 +129,8 @@ uint64_t stream_store_evict(struct stream *s, uint64_t to);
  * need). */
 uint64_t stream_store_held(const struct stream *s);
 uint64_t stream_store_evictable(const struct stream *s);
-/* Retry every full store (router_run_timers() and the store timer). */
+/* Store the waiting batches, retry every full store (router_run_timers()
+ * and the store timer). */
 void stream_store_retry(router_t *r);
 
 int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,

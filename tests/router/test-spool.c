@@ -286,9 +286,11 @@ static void failing_store_falls_back(void **state)
 	job = router_job_lookup(s->h->r, "fk");
 	for (int i = 0; i < 12; i++) { /* 12000 bytes, 3000 stored */
 		memset(buf, 'a' + i, sizeof(buf));
-		buf[sizeof(buf) - 1] = '\n'; /* the merged view fails first */
+		buf[sizeof(buf) - 1] = '\n';
 		h_put(s->h, "fk", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
 		      NULL);
+		if (i == 0) /* the merged view's batch: it fails first */
+			router_run_timers(s->h->r);
 	}
 	assert_int_equal(s->h->nlog, 2); /* once per stream */
 	assert_non_null(strstr(s->h->log, "fk/0/stdout: spool write"));
@@ -388,6 +390,8 @@ static void two_full_streams_retry(void **state)
 	h_reg(s->h, "two", 0, 1);
 	h_puts(s->h, "two", 0, "line one\n");
 	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(s->h->nlog, 1); /* the merged view waits: a batch */
+	router_run_timers(s->h->r);
 	assert_int_equal(s->h->nlog, 2); /* rank and merged view */
 	for (int i = 0; i < 3; i++)
 		router_run_timers(s->h->r); /* returns; still held */
@@ -441,6 +445,8 @@ static void spool_layout(void **state)
 	assert_int_equal(st.st_mode & 07777, 0600);
 	assert_int_equal(st.st_size, 6);
 	snprintf(path, sizeof(path), "%s/1/stdout", s->dir);
+	assert_int_equal(stat(path, &st), -1); /* a batch: not yet */
+	router_run_timers(s->h->r); /* ... or within STORE_RETRY_NS */
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_size, 6 + strlen("[lay,0]<stdout>: "));
 	snprintf(path, sizeof(path), "%s/1/0.stderr", s->dir);
