@@ -125,7 +125,7 @@ int spool_default_dir(const char *mountpoint, char *buf, size_t len)
 
 	if (mount_key(mountpoint, key, sizeof(key)) < 0)
 		return -ENAMETOOLONG;
-	if (!base || !*base) {
+	if (!base || base[0] != '/') { /* unset, or not absolute: ignored */
 		if (geteuid() == 0) {
 			base = "/var/spool/iofs";
 		} else {

@@ -2,7 +2,7 @@
 /*
  * The spool's options (-o spool=DIR, -o nospool, -o spool_max*=SIZE) and
  * where it lives by default (docs/design.md "The spool"):
- *   $IOFS_SPOOL_DIR/<mount>   if set (the tests use it),
+ *   $IOFS_SPOOL_DIR/<mount>   if set to an absolute path (the tests),
  *   /var/spool/iofs/<mount>   for root,
  *   /var/tmp/iofs-<uid>/<mount> for anyone else,
  * <mount> being the mountpoint's absolute path with '/' as '-' and any
