@@ -117,6 +117,9 @@ void *job_store(router_job_t *job);
 void job_state_save(router_job_t *job);
 /* Apply the caps after @s's store took bytes (router/store.c). */
 void store_caps(struct stream *s);
+/* The store is full: evict the oldest complete job (not @writing) that
+ * holds bytes.  true if that freed some. */
+bool store_make_room(router_t *r, router_job_t *writing);
 /* The job completed / is freed: on / off r->store_done. */
 void store_job_done(router_job_t *job);
 void store_job_forget(router_job_t *job);

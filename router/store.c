@@ -174,6 +174,28 @@ void store_caps(struct stream *s)
 		total_cap(r, job);
 }
 
+bool store_make_room(router_t *r, router_job_t *writing)
+{
+	router_job_t *job, *next;
+	uint64_t got;
+
+	for (job = TAILQ_FIRST(&r->store_done); job; job = next) {
+		next = TAILQ_NEXT(job, done_link);
+		if (job == writing)
+			continue;
+		got = job_evict(job, job->store_bytes);
+		store_job_forget(job);
+		if (got) {
+			router_logf(r, LOG_NOTICE,
+				    "spool full: job %s gave up %" PRIu64
+				    " bytes of its history to make room",
+				    job->nspace, got);
+			return true;
+		}
+	}
+	return false;
+}
+
 void store_job_done(router_job_t *job)
 {
 	router_t *r = job->r;

@@ -191,6 +191,8 @@ static void store_sync(struct stream *s)
 		ssize_t w = ops->append(s->store, iov, cnt);
 
 		if (w == -ENOSPC || w == -EDQUOT) {
+			if (store_make_room(s->r, s->job))
+				continue; /* an old job's space: again */
 			store_wait(s, (int)-w);
 			return;
 		}

@@ -204,6 +204,7 @@ struct fake {
 	int err;	   /* with this -errno */
 	int jobs, files;
 	bool merged_too; /* the merged views are stored too */
+	int drops;	 /* drop() calls: each frees the space (fail_after) */
 };
 
 static int fk_job_open(void *ctx, const char *ns, void **jh)
@@ -261,6 +262,23 @@ static void fk_close(void *h, bool discard)
 	(void)discard;
 	((struct fake *)h)->files--;
 }
+static void fk_drop(void *h, uint64_t to)
+{
+	struct fake *f = h;
+
+	(void)to;
+	f->drops++;
+	f->fail_after = sizeof(f->data); /* the space comes back */
+}
+static const struct router_store_ops fk_drop_ops = {
+    .job_open = fk_job_open,
+    .job_close = fk_job_close,
+    .open = fk_open,
+    .append = fk_append,
+    .read_at = fk_read_at,
+    .close = fk_close,
+    .drop = fk_drop,
+};
 static const struct router_store_ops fk_ops = {
     .job_open = fk_job_open,
     .job_close = fk_job_close,
@@ -407,6 +425,54 @@ static void two_full_streams_retry(void **state)
 	assert_int_equal(st.stdout_xon, 1);
 	h_free(s->h);
 	assert_int_equal(fk.files, 0);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
+/* A full store first takes the space of the oldest complete job (logged),
+ * and holds the producer back only when there is none. */
+static void full_store_evicts_old_job(void **state)
+{
+	struct fake fk = {.fail_after = sizeof(((struct fake *)0)->data)};
+	struct sp *s;
+	char buf[1000];
+	struct router_stats st;
+	router_job_t *old;
+
+	(void)state;
+	fk.err = -ENOSPC;
+	s = sp_new(&fk_drop_ops, &fk);
+	memset(buf, 'o', sizeof(buf));
+	h_reg(s->h, "old", 0, 1);
+	for (int i = 0; i < 20; i++) /* 20000 bytes through a 4 KiB window */
+		h_put(s->h, "old", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
+		      NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	old = router_job_lookup(s->h->r, "old");
+	router_job_stats(old, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	fk.fail_after = fk.len; /* the disk is full */
+	h_reg(s->h, "new", 0, 1);
+	h_put(s->h, "new", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0, NULL);
+	assert_int_equal(fk.drops, 1);
+	assert_non_null(strstr(s->h->log, "job old gave up 16384 bytes"));
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]); /* not held */
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.stdout_xoff, 0);
+	assert_int_equal(st.spool_bytes, 1000);
+	router_job_stats(old, &st);
+	assert_int_equal(st.dropped_bytes, 20000 - WIN); /* its window stays */
+	/* full again, no complete job left with bytes: held */
+	fk.fail_after = fk.len;
+	h_put(s->h, "new", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0, NULL);
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	fk.fail_after = sizeof(fk.data);
+	router_run_timers(s->h->r);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.stdout_xoff, st.stdout_xon);
+	h_free(s->h);
 	rm_tree(s->dir, 1);
 	free(s);
 }
@@ -827,6 +893,7 @@ int main(void)
 	    cmocka_unit_test(failing_store_falls_back),
 	    cmocka_unit_test(full_store_holds_then_resumes),
 	    cmocka_unit_test(two_full_streams_retry),
+	    cmocka_unit_test(full_store_evicts_old_job),
 	    cmocka_unit_test(spool_layout),
 	    cmocka_unit_test(restart_restores_jobs),
 	    cmocka_unit_test(stream_cap_keeps_newest),
