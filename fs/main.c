@@ -27,6 +27,7 @@
 #include "fs/fs.h"
 #include "fs/output_dir.h"
 #include "fs/spool.h"
+#include "fs/spool_opt.h"
 #include "iofs_config.h"
 #include "router/router.h"
 #include "net/server.h"
@@ -50,7 +51,8 @@ struct options {
 	const char *mountpoint;
 	char mountpoint_abs[PATH_MAX];
 	char output_dir_abs[PATH_MAX];
-	const char *spool; /* -o spool=DIR; NULL = none */
+	struct spool_options spool; /* .dir: the spool in use, or NULL */
+	bool spool_default;	    /* .dir is the default: may fail */
 	char spool_abs[PATH_MAX];
 	uint32_t linger_s;
 	uint32_t linger_lost_s;
@@ -90,7 +92,13 @@ static void usage(FILE *f)
 	    "  -d                 log every FUSE request (implies -f)\n"
 	    "  -o linger=SECONDS  remove completed jobs after SECONDS\n"
 	    "  -o window=BYTES    retained bytes per stream (default 1 MiB)\n"
-	    "  -o spool=DIR       keep every stream's whole history in DIR\n"
+	    "  -o spool=DIR       keep every stream's history in DIR\n"
+	    "                     (default /var/spool/iofs/MOUNT for root,\n"
+	    "                     /var/tmp/iofs-UID/MOUNT otherwise)\n"
+	    "  -o nospool         keep only the window in memory\n"
+	    "  -o spool_max_stream=SIZE, spool_max_job=SIZE, spool_max=SIZE\n"
+	    "                     caps (default none, 1G, min(16G, 1/4 of\n"
+	    "                     its filesystem)); none = no cap\n"
 	    "  -o max_read=BYTES  largest read request the kernel sends\n"
 	    "  -o allow_remote    accept TCP forwarders not on loopback\n"
 	    "  -o loglevel=LEVEL  err, warning, notice, info (default), "
@@ -182,13 +190,12 @@ static int parse_o(struct options *o, char *arg)
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
 				 used ? "," : "", tok);
-		} else if (!strncmp(tok, "spool=", 6)) {
-			if (!tok[6]) {
-				fprintf(stderr, "iofs: bad -o spool=: give a "
-						"directory\n");
+		} else if ((rc = spool_option(&o->spool, tok, err,
+					      sizeof(err))) != 0) {
+			if (rc < 0) {
+				fprintf(stderr, "iofs: %s\n", err);
 				return -1;
 			}
-			o->spool = tok + 6;
 		} else if (!strcmp(tok, "allow_remote")) {
 			o->allow_remote_tcp = true;
 		} else if (!strcmp(tok, "debug")) {
@@ -553,6 +560,44 @@ static void report_ready(struct daemon *d, int *ready_fd, unsigned char st)
 	*ready_fd = -1;
 }
 
+/* The spool and its caps into @cfg (none with -o nospool, or when the
+ * default one cannot be set up: a warning).  0 or -1 with @err set. */
+static int start_spool(struct daemon *d, struct router_config *cfg,
+		       char *err, size_t errlen)
+{
+	const struct spool_options *so = &d->opt->spool;
+
+	if (!so->dir) {
+		if (d->opt->spool_default)
+			iofs_logf(d->log, LOG_WARNING, NULL,
+				  "no default spool for %s: running without "
+				  "one (-o spool=DIR to name one)",
+				  d->opt->mountpoint_abs);
+		return 0;
+	}
+	if (spool_new(d->log, so->dir, err, errlen, &d->spool) < 0) {
+		if (!d->opt->spool_default)
+			return -1;
+		iofs_logf(d->log, LOG_WARNING, NULL,
+			  "%s: running without a spool (-o spool=DIR to name "
+			  "one, -o nospool to say so)",
+			  err);
+		err[0] = '\0';
+		return 0;
+	}
+	cfg->store = spool_store_ops();
+	cfg->store_ctx = d->spool;
+	cfg->store_max_stream = so->set_stream ? so->max_stream : 0;
+	cfg->store_max_job = so->set_job ? so->max_job : SPOOL_MAX_JOB_DEFAULT;
+	cfg->store_max = so->set_total ? so->max : spool_default_max(so->dir);
+	iofs_logf(d->log, LOG_INFO, NULL,
+		  "spool %s: caps per stream %" PRIu64 ", per job %" PRIu64
+		  ", in all %" PRIu64 " bytes (0: none)",
+		  so->dir, cfg->store_max_stream, cfg->store_max_job,
+		  cfg->store_max);
+	return 0;
+}
+
 /* A socket or --output-dir inside the mountpoint would be served by this
  * daemon to itself: its only thread would wait for itself, forever. */
 static int check_paths(const struct options *o)
@@ -564,9 +609,10 @@ static int check_paths(const struct options *o)
 		what = "--output-dir";
 		path = o->output_dir;
 	}
-	if (!what && o->spool && fs_path_inside(o->mountpoint_abs, o->spool)) {
+	if (!what && o->spool.dir && !o->spool_default &&
+	    fs_path_inside(o->mountpoint_abs, o->spool.dir)) {
 		what = "-o spool=";
-		path = o->spool;
+		path = o->spool.dir;
 	}
 	for (size_t i = 0; !what && i < o->nlisten; i++) {
 		if (!strncmp(o->listen[i], "unix:", 5) &&
@@ -622,8 +668,17 @@ static int resolve_paths(struct options *o)
 		return -1;
 	}
 	if (abs_path(&o->output_dir, o->output_dir_abs, "--output-dir") < 0 ||
-	    abs_path(&o->spool, o->spool_abs, "-o spool=") < 0)
+	    abs_path(&o->spool.dir, o->spool_abs, "-o spool=") < 0)
 		return -1;
+	if (o->spool.off) {
+		o->spool.dir = NULL;
+	} else if (!o->spool.dir) {
+		o->spool_default = true;
+		if (spool_default_dir(o->mountpoint_abs, o->spool_abs,
+				      sizeof(o->spool_abs)) == 0 &&
+		    !fs_path_inside(o->mountpoint_abs, o->spool_abs))
+			o->spool.dir = o->spool_abs;
+	}
 	if (check_paths(o) < 0)
 		return -1;
 	return 0;
@@ -669,12 +724,8 @@ int main(int argc, char **argv)
 	}
 	rc_cfg.window = o.window;
 	rc_cfg.log = d.log;
-	if (o.spool) {
-		if (spool_new(d.log, o.spool, err, sizeof(err), &d.spool) < 0)
-			goto out_fail;
-		rc_cfg.store = spool_store_ops();
-		rc_cfg.store_ctx = d.spool;
-	}
+	if (start_spool(&d, &rc_cfg, err, sizeof(err)) < 0)
+		goto out_fail;
 	rc = router_new(d.base, &rc_cfg, &d.r);
 	if (rc != 0) {
 		snprintf(err, sizeof(err), "cannot create the router: %s",

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -174,6 +175,46 @@ static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
 	return got < 0 ? -errno : got;
 }
 
+/* A cap evicted [0, @to): punch whole blocks out of the file (its size,
+ * so every offset, stays).  A filesystem that cannot is logged once. */
+static void spool_drop(void *h, uint64_t to)
+{
+	struct spool_file *f = h;
+	spool_t *sp = f->j->sp;
+
+	to &= ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
+	if (to <= f->punched || sp->no_punch)
+		return;
+	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)f->punched, (off_t)(to - f->punched)) != 0) {
+		if (errno == EOPNOTSUPP || errno == ENOSYS)
+			sp->no_punch = true;
+		spool_log(sp, f->j->name,
+			  errno == EOPNOTSUPP || errno == ENOSYS
+			      ? "cannot punch holes here: bytes the caps "
+				"evict are not read again but keep their disk "
+				"space"
+			      : strerror(errno));
+		return;
+	}
+	f->punched = to;
+}
+
+/* An adopted file: where its data begins (what caps punched out before
+ * is a hole), its size if it is all hole. */
+static uint64_t spool_held_from(void *h)
+{
+	struct spool_file *f = h;
+	off_t at = lseek(f->fd, 0, SEEK_DATA);
+
+	if (at < 0)
+		at = errno == ENXIO ? lseek(f->fd, 0, SEEK_END) : 0;
+	if (at < 0)
+		at = 0;
+	f->punched = (uint64_t)at & ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
+	return (uint64_t)at;
+}
+
 void spool_close(void *h, bool discard)
 {
 	struct spool_file *f = h;
@@ -192,6 +233,8 @@ static const struct router_store_ops spool_ops = {
 	.read_at = spool_read_at,
 	.close = spool_close,
 	.job_state = spool_job_state,
+	.drop = spool_drop,
+	.held_from = spool_held_from,
 };
 
 const struct router_store_ops *spool_store_ops(void)
@@ -216,6 +259,15 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	sp->dirfd = safe_dir_top(sp->dir, 0700, "spool", err, errlen);
 	if (sp->dirfd < 0) {
 		rc = sp->dirfd;
+		goto out_free;
+	}
+	/* One daemon per spool: another would restore, number and delete
+	 * under this one's feet.  The lock goes with the descriptor. */
+	if (flock(sp->dirfd, LOCK_EX | LOCK_NB) != 0) {
+		rc = -errno;
+		snprintf(err, errlen, "spool %s: %s", sp->dir,
+			 rc == -EWOULDBLOCK ? "in use by another iofs daemon"
+					    : strerror(-rc));
 		goto out_free;
 	}
 	*out = sp;

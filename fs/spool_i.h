@@ -16,6 +16,7 @@ struct spool {
 	char *dir;
 	int dirfd; /* the verified top directory */
 	uint64_t next; /* next job directory number to try */
+	bool no_punch; /* the filesystem cannot punch holes: logged once */
 };
 
 struct spool_job {
@@ -27,6 +28,7 @@ struct spool_job {
 struct spool_file {
 	struct spool_job *j;
 	int fd;
+	uint64_t punched; /* [0, punched) is a hole (retention caps) */
 	char name[24];
 };
 

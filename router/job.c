@@ -148,6 +148,7 @@ static void job_free(router_job_t *job)
 		stream_destroy(&job->m[ci].s);
 	if (job->store)
 		r->store->job_close(job->store, job->store_discard);
+	store_job_forget(job);
 	TAILQ_REMOVE(&r->all_jobs, job, all_link);
 	free(job->ranks);
 	for (size_t i = 0; i < job->nnotes; i++)
@@ -338,6 +339,7 @@ static void job_check_complete(router_job_t *job)
 		stream_complete(&job->m[ci].s);
 	}
 	job_state_save(job);
+	store_job_done(job);
 }
 
 static router_rank_t *rank_new(router_job_t *job, uint32_t id,
@@ -646,6 +648,8 @@ static void add_rank(struct router_stats *o, const router_rank_t *rank)
 	o->stdin_xon += rank->stdin_xon;
 	o->dropped_bytes +=
 	    rank->ch[CI_OUT].s.dropped + rank->ch[CI_ERR].s.dropped;
+	o->spool_bytes += stream_store_held(&rank->ch[CI_OUT].s) +
+			  stream_store_held(&rank->ch[CI_ERR].s);
 	o->stdin_discarded += rank->stdin_discarded;
 	o->stdin_unacked += rank->stdin_unacked;
 }
@@ -681,6 +685,7 @@ void router_job_stats(const router_job_t *job, struct router_stats *out)
 		add_rank(out, job->ranks[i]);
 	for (int ci = 0; ci < CI_N; ci++)
 		out->merged_dropped_bytes += job->m[ci].s.dropped;
+	out->spool_bytes = job->store_bytes;
 	out->owner_refused = job->owner_refused;
 }
 

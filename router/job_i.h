@@ -93,6 +93,9 @@ struct router_job {
 	void *store;	   /* router_store_ops job handle, NULL until needed */
 	bool store_failed; /* job_open failed: logged once, no storage */
 	bool store_discard; /* removed (not by router_free): storage may go */
+	uint64_t store_bytes; /* what its streams' stores hold */
+	TAILQ_ENTRY(router_job) done_link; /* r->store_done while on_done */
+	bool on_done;
 };
 
 /* 0 or ROUTER_ERR_BAD_PARAM; *ci set. */
@@ -112,6 +115,14 @@ void job_shutdown(router_job_t *job);
 void *job_store(router_job_t *job);
 /* Record the job's state in its storage (restart), if it has some. */
 void job_state_save(router_job_t *job);
+/* Apply the caps after @s's store took bytes (router/store.c). */
+void store_caps(struct stream *s);
+/* The store is full: evict the oldest complete job (not @writing) that
+ * holds bytes.  true if that freed some. */
+bool store_make_room(router_t *r, router_job_t *writing);
+/* The job completed / is freed: on / off r->store_done. */
+void store_job_done(router_job_t *job);
+void store_job_forget(router_job_t *job);
 /* router_free(): drop the job whatever its references. */
 void job_destroy(router_job_t *job);
 

@@ -593,6 +593,10 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->log = cfg->log;
 	r->store = cfg->store;
 	r->store_ctx = cfg->store_ctx;
+	r->max_stream = cfg->store_max_stream;
+	r->max_job = cfg->store_max_job;
+	r->max_total = cfg->store_max;
+	TAILQ_INIT(&r->store_done);
 	r->loop_thread = pthread_self();
 	TAILQ_INIT(&r->jobs);
 	TAILQ_INIT(&r->all_jobs);
@@ -609,6 +613,7 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->ev_timer = evtimer_new(base, on_timer, r);
 	r->ev_store = evtimer_new(base, on_store_timer, r);
 	TAILQ_INIT(&r->store_wait);
+	TAILQ_INIT(&r->store_lazy);
 	r->ev_xq = event_new(base, -1, 0, on_xq, r);
 	if (!r->ev_notify || !r->ev_timer || !r->ev_xq || !r->ev_store) {
 		router_free(r);

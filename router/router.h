@@ -167,7 +167,17 @@ struct router_store_ops {
 	 * lines (uid, gid, state, and "rank: ID STATE STATUS" per rank once
 	 * complete); called when its storage opens and when it completes. */
 	void (*job_state)(void *jh, const char *text, size_t len);
+	/* Optional: a cap evicted the bytes below @to (a multiple of
+	 * ROUTER_STORE_ALIGN, or everything appended): their space may be
+	 * freed; they are never read again.  Without it they stay on disk. */
+	void (*drop)(void *h, uint64_t to);
+	/* Optional: the first byte an adopted handle still holds (what an
+	 * earlier life's caps evicted is not); without it, 0. */
+	uint64_t (*held_from)(void *h);
 };
+
+/* Caps evict whole 4 KiB blocks (docs/design.md "Retention caps"). */
+#define ROUTER_STORE_ALIGN 4096u
 
 struct router_config {
 	size_t window;         /* retained bytes per stream; 0 = 1 MiB */
@@ -181,6 +191,9 @@ struct router_config {
 	/* NULL = no storage: the window is all there is (docs/design.md). */
 	const struct router_store_ops *store;
 	void *store_ctx;
+	/* Caps on what the store holds, bytes; 0 = none: per stream, per job
+	 * (its rank streams and merged views), and in all. */
+	uint64_t store_max_stream, store_max_job, store_max;
 };
 
 /*
@@ -424,6 +437,9 @@ struct router_stats {
 	/* Job only: the same for the merged views (not in dropped_bytes,
 	 * which, like every job counter, is the sum over the ranks). */
 	uint64_t merged_dropped_bytes;
+	/* What the store (the spool) holds: rank, its two streams; job, all
+	 * of its streams and merged views.  0 without storage. */
+	uint64_t spool_bytes;
 	/* Job only: attempts by other uids to join or replace it. */
 	uint64_t owner_refused;
 };

@@ -87,8 +87,18 @@ struct router {
 
 	/* Streams whose store is full, retried by ev_store. */
 	TAILQ_HEAD(, stream) store_wait;
-	uint64_t store_pass; /* numbers stream_store_retry()'s passes */
+	/* Merged views with a batch not stored yet (STORE_BATCH), stored
+	 * by ev_store too. */
+	TAILQ_HEAD(, stream) store_lazy;
 	struct event *ev_store;
+	/* Caps (router_config.store_max*; 0 = none) and what the store holds
+	 * (the sum of every stream's [store_start, stored)). */
+	uint64_t max_stream, max_job, max_total;
+	uint64_t store_used;
+	/* Complete jobs whose store holds bytes, in completion order: the
+	 * total cap evicts from the first. */
+	TAILQ_HEAD(, router_job) store_done;
+	bool store_over_logged; /* the total cap could not be met: logged */
 
 	size_t mem_used; /* sum of every stream buffer's capacity */
 	char *scratch;	 /* formatting buffer for the merged views */

@@ -80,3 +80,138 @@ int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
 	}
 	return stream_adopt(s, h, size);
 }
+
+/* ---- retention caps ------------------------------------------------------ */
+
+/* Evicting stops this far under a cap (an eighth of it, whole blocks), so
+ * a stream at its cap is not cut on every write. */
+static uint64_t cap_slack(uint64_t cap)
+{
+	uint64_t step = (cap / 8) & ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
+
+	return step < ROUTER_STORE_ALIGN ? ROUTER_STORE_ALIGN : step;
+}
+
+/* Evict about @want bytes of @s's oldest (whole blocks: rounded down).
+ * Returns the bytes evicted. */
+static uint64_t evict_some(struct stream *s, uint64_t want)
+{
+	return stream_store_evict(s, s->store_start + want);
+}
+
+/* The job's stream holding the most evictable bytes, NULL if none. */
+static struct stream *job_largest(router_job_t *job)
+{
+	struct stream *best = NULL, *s;
+	uint64_t most = 0, e;
+
+	for (size_t i = 0; i < job->nranks + 1; i++) {
+		for (int ci = 0; ci < CI_N; ci++) {
+			s = i < job->nranks ? &job->ranks[i]->ch[ci].s
+					    : &job->m[ci].s;
+			e = stream_store_evictable(s);
+			if (e > most) {
+				most = e;
+				best = s;
+			}
+		}
+	}
+	return best;
+}
+
+/* Evict @want bytes from @job, its largest streams first.  Returns what
+ * it evicted (less when blocking readers need the rest). */
+static uint64_t job_evict(router_job_t *job, uint64_t want)
+{
+	uint64_t done = 0, got;
+	struct stream *s;
+
+	while (done < want && (s = job_largest(job))) {
+		got = evict_some(s, want - done);
+		if (!got)
+			break;
+		done += got;
+	}
+	return done;
+}
+
+/* The total cap: the oldest complete jobs lose everything first, then the
+ * job being written loses its oldest bytes, largest streams first. */
+static void total_cap(router_t *r, router_job_t *writing)
+{
+	uint64_t goal = r->max_total - cap_slack(r->max_total);
+	router_job_t *job;
+
+	while (r->store_used > goal && (job = TAILQ_FIRST(&r->store_done))) {
+		job_evict(job, job->store_bytes);
+		store_job_forget(job); /* done with it */
+	}
+	if (r->store_used > goal)
+		job_evict(writing, r->store_used - goal);
+	if (r->store_used > r->max_total && !r->store_over_logged) {
+		r->store_over_logged = true;
+		router_logf(r, LOG_WARNING,
+			    "spool: over its cap (%" PRIu64 " > %" PRIu64
+			    " bytes): blocking readers still need the rest",
+			    r->store_used, r->max_total);
+	} else if (r->store_used <= r->max_total) {
+		r->store_over_logged = false;
+	}
+}
+
+void store_caps(struct stream *s)
+{
+	router_t *r = s->r;
+	router_job_t *job = s->job;
+	uint64_t held = stream_store_held(s);
+
+	if (r->max_stream && held > r->max_stream)
+		evict_some(s, held - r->max_stream + cap_slack(r->max_stream));
+	if (r->max_job && job->store_bytes > r->max_job)
+		job_evict(job, job->store_bytes - r->max_job +
+				   cap_slack(r->max_job));
+	if (r->max_total && r->store_used > r->max_total)
+		total_cap(r, job);
+}
+
+bool store_make_room(router_t *r, router_job_t *writing)
+{
+	router_job_t *job, *next;
+	uint64_t got;
+
+	for (job = TAILQ_FIRST(&r->store_done); job; job = next) {
+		next = TAILQ_NEXT(job, done_link);
+		if (job == writing)
+			continue;
+		got = job_evict(job, job->store_bytes);
+		store_job_forget(job);
+		if (got) {
+			router_logf(r, LOG_NOTICE,
+				    "spool full: job %s gave up %" PRIu64
+				    " bytes of its history to make room",
+				    job->nspace, got);
+			return true;
+		}
+	}
+	return false;
+}
+
+void store_job_done(router_job_t *job)
+{
+	router_t *r = job->r;
+
+	if (job->on_done || !r->store)
+		return;
+	TAILQ_INSERT_TAIL(&r->store_done, job, done_link);
+	job->on_done = true;
+	if (r->max_total && r->store_used > r->max_total)
+		total_cap(r, job);
+}
+
+void store_job_forget(router_job_t *job)
+{
+	if (!job->on_done)
+		return;
+	TAILQ_REMOVE(&job->r->store_done, job, done_link);
+	job->on_done = false;
+}

@@ -37,10 +37,33 @@ static void store_unwait(struct stream *s)
 	}
 }
 
+/* What the store holds changed by @delta bytes. */
+static void store_account(struct stream *s, int64_t delta)
+{
+	s->job->store_bytes += (uint64_t)delta;
+	s->r->store_used += (uint64_t)delta;
+}
+
+uint64_t stream_store_held(const struct stream *s)
+{
+	return s->stored > s->store_start ? s->stored - s->store_start : 0;
+}
+
+static void lazy_unlink(struct stream *s)
+{
+	if (s->store_lazy) {
+		TAILQ_REMOVE(&s->r->store_lazy, s, lazy_link);
+		s->store_lazy = false;
+	}
+}
+
 void stream_destroy(struct stream *s)
 {
 	store_unwait(s);
+	lazy_unlink(s);
 	stream_flow_release(s);
+	store_account(s, -(int64_t)stream_store_held(s));
+	s->store_start = s->stored;
 	if (s->store) {
 		s->r->store->close(s->store, s->job->store_discard);
 		s->store = NULL;
@@ -122,7 +145,7 @@ static void store_wait(struct stream *s, int err)
 {
 	char name[ROUTER_NSPACE_MAX + 32];
 
-	if (!s->store_warned) { /* once per hold, not once per retry */
+	if (!s->store_warned) { /* once until it resumes */
 		stream_name(s, name, sizeof(name));
 		router_logf(s->r, LOG_WARNING,
 			    "%s: spool write: %s: holding its producer back "
@@ -168,6 +191,8 @@ static void store_sync(struct stream *s)
 		ssize_t w = ops->append(s->store, iov, cnt);
 
 		if (w == -ENOSPC || w == -EDQUOT) {
+			if (store_make_room(s->r, s->job))
+				continue; /* an old job's space: again */
 			store_wait(s, (int)-w);
 			return;
 		}
@@ -176,7 +201,9 @@ static void store_sync(struct stream *s)
 			return;
 		}
 		s->stored += (uint64_t)w;
+		store_account(s, w);
 	}
+	store_caps(s);
 }
 
 int stream_adopt(struct stream *s, void *h, uint64_t size)
@@ -185,6 +212,12 @@ int stream_adopt(struct stream *s, void *h, uint64_t size)
 		return ROUTER_ERR_EXISTS;
 	s->store = h;
 	s->stored = s->start = s->end = size;
+	if (s->r->store->held_from)
+		s->store_start = s->r->store->held_from(h);
+	if (s->store_start > size)
+		s->store_start = size;
+	s->dropped = s->store_start; /* an earlier life's caps */
+	store_account(s, (int64_t)(size - s->store_start));
 	return 0;
 }
 
@@ -192,14 +225,18 @@ void stream_store_retry(router_t *r)
 {
 	struct stream *s;
 	char name[ROUTER_NSPACE_MAX + 32];
-	uint64_t pass = ++r->store_pass;
+	uint64_t n = 0, todo = 0;
+
+	while ((s = TAILQ_FIRST(&r->store_lazy))) {
+		lazy_unlink(s);
+		store_sync(s);
+	}
 
 	/* Each waiting stream once: one still full goes back at the tail
-	 * marked with this pass, which ends the pass (with two or more
-	 * streams a plain walk would chase them round forever).  A stream
-	 * freed by a latch callback leaves the list itself. */
-	while ((s = TAILQ_FIRST(&r->store_wait)) && s->store_pass != pass) {
-		s->store_pass = pass;
+	 * (walking the list as it is re-appended to would never end). */
+	TAILQ_FOREACH (s, &r->store_wait, store_link)
+		todo++;
+	while (n++ < todo && (s = TAILQ_FIRST(&r->store_wait))) {
 		TAILQ_REMOVE(&r->store_wait, s, store_link);
 		s->store_full = false;
 		store_sync(s); /* back on the list if still full */
@@ -260,12 +297,10 @@ static uint64_t lowest_cursor(const struct stream *s)
 
 /* Count the bytes of [a, b) that some attached reader had not read yet
  * (all of them with no reader attached): "discarded unread". */
-static void count_dropped(struct stream *s, uint64_t a, uint64_t b)
+static void count_lost(struct stream *s, uint64_t a, uint64_t b)
 {
 	uint64_t m;
 
-	if (s->stored > a) /* still readable from the store */
-		a = s->stored;
 	if (b <= a)
 		return;
 	m = TAILQ_EMPTY(&s->readers) ? a : lowest_cursor(s);
@@ -273,6 +308,51 @@ static void count_dropped(struct stream *s, uint64_t a, uint64_t b)
 		m = a;
 	if (b > m)
 		s->dropped += b - m;
+}
+
+/* [a, b) leaves the ring: count what the store does not hold either. */
+static void count_dropped(struct stream *s, uint64_t a, uint64_t b)
+{
+	uint64_t ss = s->store_start, st = s->stored;
+
+	if (st <= ss) {
+		count_lost(s, a, b);
+		return;
+	}
+	count_lost(s, a, b < ss ? b : ss);
+	count_lost(s, a > st ? a : st, b);
+}
+
+uint64_t stream_store_evictable(const struct stream *s)
+{
+	uint64_t to = s->stored, lim;
+
+	if (!s->complete) { /* never what a blocking reader still needs */
+		lim = blocking_limit(s);
+		if (to > lim)
+			to = lim;
+	}
+	to &= ~(uint64_t)(ROUTER_STORE_ALIGN - 1); /* whole blocks */
+	return to > s->store_start ? to - s->store_start : 0;
+}
+
+uint64_t stream_store_evict(struct stream *s, uint64_t to)
+{
+	uint64_t from = s->store_start, max = from + stream_store_evictable(s);
+
+	if (to > max)
+		to = max;
+	/* whole blocks: what a restart finds (SEEK_DATA) is exact */
+	to &= ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
+	if (to <= from)
+		return 0;
+	/* what the ring does not hold any more is gone */
+	count_lost(s, from, to < s->start ? to : s->start);
+	s->store_start = to;
+	store_account(s, -(int64_t)(to - from));
+	if (s->store && s->r->store->drop)
+		s->r->store->drop(s->store, to);
+	return to - from;
 }
 
 /* Forget the bytes before @to (to <= end). */
@@ -398,7 +478,17 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 		memcpy(s->buf, src + first, n - first);
 		s->end += n;
 	}
-	store_sync(s);
+	if (s->rank == ROUTER_RANK_WILDCARD && store_live(s) && !s->store_full &&
+	    s->end - s->stored < STORE_BATCH) {
+		if (!s->store_lazy) { /* the timer stores it, or the next */
+			TAILQ_INSERT_TAIL(&r->store_lazy, s, lazy_link);
+			s->store_lazy = true;
+		}
+		store_timer_arm(r);
+	} else {
+		lazy_unlink(s);
+		store_sync(s);
+	}
 	s->mtime_ns = now;
 	notify_readers(s);
 	if (stream_lag(s) > r->window)
@@ -413,6 +503,8 @@ void stream_complete(struct stream *s)
 	if (s->complete)
 		return;
 	s->complete = true;
+	lazy_unlink(s);
+	store_sync(s); /* a batch still waiting */
 	notify_readers(s);
 	stream_flow_release(s);
 }
@@ -478,7 +570,16 @@ int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
 /* Readable at stream offset @so: in the ring, or in the store. */
 static bool stream_has(const struct stream *s, uint64_t so)
 {
-	return so >= s->start || so < s->stored;
+	return so >= s->start || (so >= s->store_start && so < s->stored);
+}
+
+/* The first readable offset after the unreadable @so. */
+static uint64_t next_readable(const struct stream *s, uint64_t so)
+{
+	if (so < s->store_start && s->store_start < s->stored &&
+	    s->store_start < s->start)
+		return s->store_start;
+	return s->start;
 }
 
 /* Map a file offset to a stream offset, moving the skew when the reader
@@ -489,8 +590,10 @@ static uint64_t reader_pos(router_reader_t *rd, uint64_t off)
 	uint64_t so = off + rd->skew;
 
 	if (!stream_has(s, so)) {
-		rd->skew += s->start - so;
-		so = s->start;
+		uint64_t to = next_readable(s, so);
+
+		rd->skew += to - so;
+		so = to;
 	}
 	return so;
 }
@@ -570,7 +673,7 @@ uint64_t router_reader_avail(router_reader_t *rd, uint64_t off)
 		return 0;
 	so = off + rd->skew;
 	if (!stream_has(rd->s, so))
-		so = rd->s->start;
+		so = next_readable(rd->s, so);
 	return so < rd->s->end ? rd->s->end - so : 0;
 }
 
@@ -582,7 +685,7 @@ bool router_reader_eof(router_reader_t *rd, uint64_t off)
 		return false;
 	so = off + rd->skew;
 	if (!stream_has(rd->s, so))
-		so = rd->s->start;
+		so = next_readable(rd->s, so);
 	return so >= rd->s->end;
 }
 

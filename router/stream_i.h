@@ -40,6 +40,13 @@ enum {
 	SUSPEND_SPOOL = 1u << 3,  /* the store is full (ENOSPC, EDQUOT) */
 };
 
+/* A merged view is stored in batches of this many bytes (or what
+ * arrived within STORE_RETRY_NS, or at its end): its bytes come in small
+ * tagged pieces (a partial line every 4 KiB), and a write each cost the
+ * daemon more than the copy.  A rank's own bytes are stored at once
+ * (before the producer is acknowledged). */
+#define STORE_BATCH (64u << 10)
+
 /* Retry interval of a full store, ns. */
 #define STORE_RETRY_NS 100000000u
 
@@ -83,11 +90,13 @@ struct stream {
 	uint32_t rank;	   /* or ROUTER_RANK_WILDCARD (merged view) */
 	uint32_t channel;  /* ROUTER_CH_STDOUT or ROUTER_CH_STDERR */
 	void *store;	   /* NULL until the first byte, or without storage */
-	uint64_t stored;   /* bytes in the store: [0, stored) */
+	uint64_t stored;   /* bytes appended to the store: [0, stored) */
+	uint64_t store_start; /* a cap evicted [0, store_start) from it */
 	bool store_failed; /* given up: no more appends to it */
 	bool store_full;   /* on r->store_wait: retried by the timer */
-	bool store_warned; /* "holding back" logged; cleared on resume */
-	uint64_t store_pass; /* last stream_store_retry() pass that tried it */
+	bool store_warned; /* "holding its producer back" logged */
+	bool store_lazy;   /* on r->store_lazy: a batch waits (merged view) */
+	TAILQ_ENTRY(stream) lazy_link;
 	TAILQ_ENTRY(stream) store_link;
 };
 
@@ -111,7 +120,17 @@ void stream_flow_release(struct stream *s);
 /* Adopt store @h holding @size bytes as the history of an empty stream:
  * 0 or ROUTER_ERR_EXISTS. */
 int stream_adopt(struct stream *s, void *h, uint64_t size);
-/* Retry every full store (router_run_timers() and the store timer). */
+/* A cap: forget the store's bytes below @to (clamped: never a byte a
+ * blocking reader of a running stream still needs, never past what was
+ * appended); counted in dropped when no longer in the ring either.
+ * Returns the bytes evicted. */
+uint64_t stream_store_evict(struct stream *s, uint64_t to);
+/* What @s's store holds and could evict now (above a blocking reader's
+ * need). */
+uint64_t stream_store_held(const struct stream *s);
+uint64_t stream_store_evictable(const struct stream *s);
+/* Store the waiting batches, retry every full store (router_run_timers()
+ * and the store timer). */
 void stream_store_retry(router_t *r);
 
 int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,

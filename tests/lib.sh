@@ -18,6 +18,10 @@ MNT="$T/mnt"
 SOCK="$T/iofs.sock"
 ADDR="unix:$SOCK"
 export IOFS_ADDR="$ADDR"
+# The default spool of every daemon a test starts (as root; one run as
+# nobody cannot create it and runs without): DIR/<mountpoint>, removed
+# with $T, never the machine's /var/spool/iofs.
+export IOFS_SPOOL_DIR="$T/spool.d"
 mkdir -p "$MNT"
 DAEMON_PID=
 TEST_NAME=$(basename "$0")

@@ -3,7 +3,7 @@
 # XOFF is released, the rank finishes, and a reader that opens afterwards
 # can still read the retained window (a suffix of what was written).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
-start_daemon
+start_daemon -o nospool # the window rules alone (a spool keeps everything)
 gated_producer rg 32M 61 "$T/want"
 RUN=$GATED_PID
 # a reader that reads 64 KiB and then holds the file open without reading

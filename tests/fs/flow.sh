@@ -6,7 +6,7 @@
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/fs/common.sh"
 
-start_daemon -o window=262144
+start_daemon -o window=262144,nospool # the window rules alone (a spool keeps everything)
 "$PRODUCE" -n 4M -s 5 >"$T/expect"
 
 # slow reader: 2 MiB/s through the mount, opened before the first byte

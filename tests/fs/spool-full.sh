@@ -8,8 +8,9 @@
 SFS="$T/sfs"
 mkdir -p "$SFS"
 mount -t tmpfs -o size=1m,mode=0700 iofs-test-spool "$SFS" || fail "cannot mount a tmpfs (needs root)"
-trap 'rc=$?; umount -l "$SFS" 2>/dev/null; (exit $rc); cleanup' EXIT
-start_daemon -o spool="$SFS"
+SFS2="$T/sfs2"
+trap 'rc=$?; umount -l "$SFS" 2>/dev/null; umount -l "$SFS2" 2>/dev/null; (exit $rc); cleanup' EXIT
+start_daemon -o spool="$SFS",spool_max=none # ENOSPC, not the cap
 
 "$PRODUCE" -l -n 4M -s 11 >"$T/want"
 run_job e 1 "$PRODUCE" -l -n 4M -s 11
@@ -31,5 +32,27 @@ assert_eq "dropped" 0 "$(info_get "$MNT/e/info" dropped_bytes)"
 assert_eq "merged dropped" 0 "$(info_get "$MNT/e/info" merged_dropped_bytes)"
 assert_eq "XOFF == XON" "$(info_get "$MNT/e/0/info" stdout_xoff)" "$(info_get "$MNT/e/0/info" stdout_xon)"
 log "resumed: $(info_get "$MNT/e/0/info" stdout_xoff) XOFF, every byte"
+stop_daemon
+
+# A full spool first takes the history of the oldest complete job (a
+# 2 MiB tmpfs: c1 fills more than half of it, c2 needs as much again):
+# c2 is not held back and keeps every byte, c1 keeps its window.
+mkdir -p "$SFS2"
+mount -t tmpfs -o size=2m,mode=0700 iofs-test-spool2 "$SFS2" || fail "cannot mount a second tmpfs"
+W=65536
+start_daemon -o spool="$SFS2",spool_max=none,window=$W
+run_job c1 1 "$PRODUCE" -n 600K -s 12
+wait_for 30 exited "$MNT/c1/info" || fail "job c1 did not end"
+run_job c2 1 "$PRODUCE" -n 600K -s 13
+wait_for 30 exited "$MNT/c2/info" || fail "job c2 did not end (held on a full spool?)"
+file_has "$T/iofs.log" "spool full: job c1 gave up" || fail "no eviction logged"
+assert_eq "c2 not held" 0 "$(info_get "$MNT/c2/0/info" stdout_xoff)"
+assert_eq "c2 dropped" 0 "$(info_get "$MNT/c2/info" dropped_bytes)"
+assert_eq "c2 every byte" "$(sha <("$PRODUCE" -n 600K -s 13))" \
+	"$(timeout 20 cat "$MNT/c2/0/stdout" | sha256sum | cut -d' ' -f1)"
+assert_eq "c1 keeps its window" $(((600 << 10) - W)) "$(info_get "$MNT/c1/info" dropped_bytes)"
+assert_eq "c1's window" "$(sha <("$PRODUCE" -n 600K -s 12 | tail -c $W))" \
+	"$(timeout 20 cat "$MNT/c1/0/stdout" | sha256sum | cut -d' ' -f1)"
+log "full spool: c1's history evicted to make room, c2 never held, every byte"
 stop_daemon
 log "ok"

@@ -15,7 +15,7 @@ timeout 10 "$IOFS" -f --listen "unix:$T/x.sock" -o spool="$T/open" "$MNT" >"$T/b
 file_has "$T/bad.out" "spool $T/open: mode 0777 is writable by other users" ||
 	fail "no reason given: $(cat "$T/bad.out")"
 ! is_mounted "$MNT" || fail "mounted anyway"
-start_daemon -o spool="$SP"
+start_daemon -o spool="$SP",spool_max_job=none,spool_max=none
 [ "$(stat -c %a "$SP")" = 700 ] || fail "spool mode $(stat -c %a "$SP")"
 
 # merged_rank FILE NS RANK: rank RANK's lines of a tagged merged view, tags

@@ -57,7 +57,9 @@ stop_daemon
 #    planted link) is refused, root's job still runs in the mount
 as_nobody rm -f "$T/out/nj/0/stderr"
 as_nobody ln -sf "$SECRET" "$T/out/nj/0/stdout" || fail "nobody cannot re-plant"
-start_daemon --output-dir "$T/out"
+# a fresh daemon: with its spool it would restore nobody's job nj, whose
+# name root may not take over
+start_daemon --output-dir "$T/out" -o nospool
 run_job nj 1 sh -c 'echo root-output'
 wait_for 10 exited "$MNT/nj/info" || fail "root's job did not end"
 wait_for 10 daemon_log_has "directory nj belongs to uid $NOBODY_UID, the job to uid 0" ||

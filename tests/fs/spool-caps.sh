@@ -1,0 +1,132 @@
+#!/bin/bash
+# Spool retention caps on a real mount, three daemon lives on one spool:
+# -o spool_max_stream keeps a stream's newest bytes, -o spool_max_job
+# takes from the job's largest streams first (a small stream keeps every
+# byte), -o spool_max evicts the oldest complete job first.  For every
+# stream: dropped_bytes + what a late cat gets == its size, exactly, and
+# what it gets is the stream's tail, byte for byte; the spool's disk use
+# stays under the caps (holes punched, file sizes kept).  And the default
+# spool: on, at $IOFS_SPOOL_DIR/<mountpoint>, off with -o nospool.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/fs/common.sh"
+
+SP="$T/spool"
+W=65536 # a small window, so what the caps evict is not in memory either
+
+# check_tail NS RANK CHANNEL SIZE SEED: the stream's dropped_bytes plus a
+# late cat's bytes == SIZE, and the cat is the tail of the rank's output
+check_tail() {
+	local ns=$1 r=$2 ch=$3 size=$4 seed=$5 got dropped
+	got=$(timeout 30 cat "$MNT/$ns/$r/$ch" | wc -c)
+	dropped=$(info_get "$MNT/$ns/$r/info" dropped_bytes)
+	assert_eq "$ns/$r/$ch: dropped $dropped + read $got" "$size" $((dropped + got))
+	assert_eq "$ns/$r/$ch: the newest $got bytes" \
+		"$("$PRODUCE" -n "$size" -s "$seed" | tail -c "$got" | sha256sum | cut -d' ' -f1)" \
+		"$(timeout 30 cat "$MNT/$ns/$r/$ch" | sha256sum | cut -d' ' -f1)"
+	echo "$dropped"
+}
+
+# merged_exact NS: merged_dropped_bytes + a late cat of the merged stdout
+# == its size
+merged_exact() {
+	local size got md
+	size=$(stat -c %s "$MNT/$1/stdout")
+	got=$(timeout 30 cat "$MNT/$1/stdout" | wc -c)
+	md=$(info_get "$MNT/$1/info" merged_dropped_bytes)
+	assert_eq "$1 merged: dropped $md + read $got" "$size" $((md + got))
+}
+
+# disk_kb NS: kB the spool's files of job NS take (holes excluded)
+disk_kb() {
+	local d
+	d=$(grep -lx "$1" "$SP"/*/nspace | head -n 1) || fail "no spool dir of $1"
+	du -sk "$(dirname "$d")" | cut -f1
+}
+
+# 1. -o spool_max_stream=256K: 2 MiB through a rank, nobody reading
+start_daemon -o spool="$SP",window=$W,spool_max_stream=256K,spool_max_job=none,spool_max=none
+run_job s 1 "$PRODUCE" -n 2M -s 1
+wait_for 60 exited "$MNT/s/info" || fail "job s did not end"
+sb=$(info_get "$MNT/s/0/info" spool_bytes)
+[ "$sb" -le $((256 << 10)) ] && [ "$sb" -ge $((224 << 10)) ] || fail "s: spool_bytes $sb not in [7/8 cap, cap]"
+d=$(check_tail s 0 stdout $((2 << 20)) 1)
+[ "$d" -gt 0 ] || fail "s: nothing dropped"
+merged_exact s
+f=$(dirname "$(grep -lx s "$SP"/*/nspace)")/0.stdout
+assert_eq "s: file size kept" $((2 << 20)) "$(stat -c %s "$f")"
+[ $(($(stat -c %b "$f") * 512)) -le $(((256 + 8) << 10)) ] || fail "s: $(stat -c %b "$f") blocks on disk"
+log "stream cap 256K: $sb bytes kept of 2 MiB, dropped $d, tail exact, $(disk_kb s) kB on disk"
+stop_daemon
+
+# 2. -o spool_max_job=512K: rank 0 prints 2 MiB, rank 1 a little on
+#    stderr; the job keeps at most 512K, rank 1 every byte.
+start_daemon -o spool="$SP",window=$W,spool_max_job=512K,spool_max=none
+run_job j 2 sh -c "if [ \$IOFS_RANK = 0 ]; then exec $PRODUCE -n 2M -s 2; else $PRODUCE -n 3000 -s 3 >&2; fi"
+wait_for 60 exited "$MNT/j/info" || fail "job j did not end"
+sb=$(info_get "$MNT/j/info" spool_bytes)
+[ "$sb" -le $((512 << 10)) ] || fail "j: spool_bytes $sb > 512K"
+d0=$(check_tail j 0 stdout $((2 << 20)) 2)
+d1=$(check_tail j 1 stderr 3000 3)
+assert_eq "j: rank 1 dropped" 0 "$d1"
+[ "$d0" -gt 0 ] || fail "j: rank 0 lost nothing"
+merged_exact j
+[ "$(disk_kb j)" -le $((512 + 32)) ] || fail "j: $(disk_kb j) kB on disk"
+log "job cap 512K: $sb bytes kept, rank 0 dropped $d0, rank 1 every byte"
+# the earlier life's capped job came back as it was
+assert_eq "s restored: dropped" "$d" "$(info_get "$MNT/s/0/info" dropped_bytes)"
+stop_daemon
+
+# 3. -o spool_max=4M: s and j (complete in earlier lives, ~1 MB) and two
+#    complete jobs (~1.2 MB each with their merged views) fit; a third
+#    (~1.8 MB) pushes the spool over: the oldest complete jobs go first
+#    (s, j, then o1), until it is 1/8 under the cap; o2 and o3 keep every
+#    byte.
+start_daemon -o spool="$SP",window=$W,spool_max=4M,spool_max_job=none
+for ns in o1 o2; do
+	run_job $ns 1 "$PRODUCE" -n 600K -s 4
+	wait_for 60 exited "$MNT/$ns/info" || fail "job $ns did not end"
+done
+o1=$(info_get "$MNT/o1/info" spool_bytes)
+[ "$(info_get "$MNT/o1/info" dropped_bytes)" = 0 ] || fail "o1 lost bytes before the cap was reached"
+run_job o3 1 "$PRODUCE" -n 900K -s 5
+wait_for 60 exited "$MNT/o3/info" || fail "job o3 did not end"
+for ns in s j o1; do
+	[ "$(info_get "$MNT/$ns/info" spool_bytes)" -lt 16384 ] || fail "$ns kept $(info_get "$MNT/$ns/info" spool_bytes) bytes"
+done
+d=$(check_tail o1 0 stdout $((600 << 10)) 4)
+assert_eq "o1: all but the window dropped" $(((600 << 10) - W)) "$d"
+merged_exact o1
+for ns in o2 o3; do
+	assert_eq "$ns dropped" 0 "$(info_get "$MNT/$ns/info" dropped_bytes)"
+	assert_eq "$ns merged dropped" 0 "$(info_get "$MNT/$ns/info" merged_dropped_bytes)"
+done
+check_tail o3 0 stdout $((900 << 10)) 5 >/dev/null
+total=$(du -sk "$SP" | cut -f1)
+[ "$total" -le $((4096 + 64)) ] || fail "spool takes $total kB > 4 MiB"
+log "total cap 4M: s, j and o1 evicted (o1 keeps its window), o2 ($o1 bytes) and o3 whole; spool $total kB"
+stop_daemon
+
+# 4. The default spool: on, under $IOFS_SPOOL_DIR, keyed by the mount;
+#    -o nospool: none.
+start_daemon
+run_job dflt 1 "$PRODUCE" -n 100K -s 6
+wait_for 30 exited "$MNT/dflt/info" || fail "job dflt did not end"
+key=$(echo "${MNT#/}" | sed 's|-|%2D|g; s|/|-|g') # '-' escaped: '/' is '-'
+grep -qx dflt "$IOFS_SPOOL_DIR/$key"/*/nspace || fail "no default spool at $IOFS_SPOOL_DIR/$key: $(ls -R "$IOFS_SPOOL_DIR" | head)"
+[ "$(info_get "$MNT/dflt/info" spool_bytes)" -gt 0 ] || fail "dflt: nothing in the spool"
+# a second daemon on the same spool is refused, with the reason
+mkdir "$T/mnt2"
+timeout 10 "$IOFS" -f --listen "unix:$T/x.sock" -o spool="$IOFS_SPOOL_DIR/$key" "$T/mnt2" >"$T/two.out" 2>&1 &&
+	fail "a second daemon on the spool was accepted"
+file_has "$T/two.out" "in use by another iofs daemon" || fail "no reason: $(cat "$T/two.out")"
+stop_daemon
+start_daemon -o nospool
+[ ! -e "$MNT/dflt" ] || fail "-o nospool restored jobs"
+run_job none 1 "$PRODUCE" -n 100K -s 7
+wait_for 30 exited "$MNT/none/info" || fail "job none did not end"
+assert_eq "nospool: spool_bytes" 0 "$(info_get "$MNT/none/info" spool_bytes)"
+stop_daemon
+# bad sizes are refused
+timeout 10 "$IOFS" -f -o spool_max=12Q "$T/mnt2" >"$T/bad.out" 2>&1 && fail "spool_max=12Q accepted"
+file_has "$T/bad.out" "bad -o spool_max=12Q" || fail "no reason: $(cat "$T/bad.out")"
+log "ok"

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+/* The spool's retention caps over a real spool (and a fake one that
+ * fills up): per stream, per job, in all, their eviction order, what a
+ * blocking reader needs kept, exact dropped_bytes, a restart after
+ * eviction, and a full disk taking an old job's space first. */
+#include "tests/router/spool_harness.h"
+
+/* A full store first takes the space of the oldest complete job (logged),
+ * and holds the producer back only when there is none. */
+static void full_store_evicts_old_job(void **state)
+{
+	struct fake fk = {.fail_after = sizeof(((struct fake *)0)->data)};
+	struct sp *s;
+	char buf[1000];
+	struct router_stats st;
+	router_job_t *old;
+
+	(void)state;
+	fk.err = -ENOSPC;
+	s = sp_new(&fk_drop_ops, &fk);
+	memset(buf, 'o', sizeof(buf));
+	h_reg(s->h, "old", 0, 1);
+	for (int i = 0; i < 20; i++) /* 20000 bytes through a 4 KiB window */
+		h_put(s->h, "old", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0,
+		      NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	old = router_job_lookup(s->h->r, "old");
+	router_job_stats(old, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	fk.fail_after = fk.len; /* the disk is full */
+	h_reg(s->h, "new", 0, 1);
+	h_put(s->h, "new", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0, NULL);
+	assert_int_equal(fk.drops, 1);
+	assert_non_null(strstr(s->h->log, "job old gave up 16384 bytes"));
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]); /* not held */
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.stdout_xoff, 0);
+	assert_int_equal(st.spool_bytes, 1000);
+	router_job_stats(old, &st);
+	assert_int_equal(st.dropped_bytes, 20000 - WIN); /* its window stays */
+	/* full again, no complete job left with bytes: held */
+	fk.fail_after = fk.len;
+	h_put(s->h, "new", 0, ROUTER_CH_STDOUT, buf, sizeof(buf), 0, 0, NULL);
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	fk.fail_after = sizeof(fk.data);
+	router_run_timers(s->h->r);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.stdout_xoff, st.stdout_xon);
+	h_free(s->h);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
+/* -o spool_max_stream: a stream keeps its newest bytes, between 7/8 of
+ * the cap and the cap, in whole blocks; the oldest are punched out of the
+ * file (its size stays: offsets are stream offsets); dropped_bytes +
+ * what a late reader gets == size, and the reader gets the newest bytes,
+ * contiguous.  A restart finds the same start (SEEK_DATA). */
+static void stream_cap_keeps_newest(void **state)
+{
+	const uint64_t cap = 64 * 1024;
+	struct sp *s = sp_caps(cap, 0, 0);
+	size_t n = 300000, got;
+	char *in = malloc(n), *out = malloc(n);
+	struct router_stats st;
+	router_job_t *job;
+	long long size, blocks;
+	char dir[64], err[256];
+	struct router_config cfg = {.window = WIN};
+	struct h *h2;
+	spool_t *sp2;
+
+	(void)state;
+	fill(in, n, 11);
+	h_reg(s->h, "cap", 0, 1);
+	for (size_t at = 0; at < n; at += 1000)
+		h_put(s->h, "cap", 0, ROUTER_CH_STDERR, in + at, 1000, 0, 0,
+		      NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	job = router_job_lookup(s->h->r, "cap");
+	router_rank_stats(s->h->rk[0], &st);
+	assert_true(st.spool_bytes <= cap);
+	assert_true(st.spool_bytes >= cap - cap / 8);
+	assert_int_equal(st.dropped_bytes, n - st.spool_bytes);
+	assert_int_equal(st.stderr_bytes, n);
+	got = read_all(job, 0, ROUTER_CH_STDERR, out, n);
+	assert_int_equal(got, st.spool_bytes);
+	assert_memory_equal(out, in + n - got, got);
+	blocks = file_blocks(s->dir, "0", "0.stderr", &size);
+	assert_int_equal(size, n);
+	assert_true(blocks <= (long long)cap + 8192);
+	/* the merged view is capped alike */
+	router_job_stats(job, &st);
+	assert_true(st.merged_dropped_bytes > 0);
+	assert_true(st.spool_bytes <= 2 * cap);
+	/* restart: the same bytes, the same dropped count */
+	snprintf(dir, sizeof(dir), "%s", s->dir);
+	router_rank_stats(s->h->rk[0], &st);
+	h_free(s->h);
+	spool_free(s->sp);
+	assert_int_equal(spool_new(NULL, dir, err, sizeof(err), &sp2), 0);
+	cfg.store = spool_store_ops();
+	cfg.store_ctx = sp2;
+	h2 = h_new(&cfg);
+	assert_int_equal(spool_restore(sp2, h2->r), 1);
+	job = router_job_lookup(h2->r, "cap");
+	assert_non_null(job);
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDERR, out, n), got);
+	assert_memory_equal(out, in + n - got, got);
+	{
+		struct router_stats st2;
+
+		router_job_stats(job, &st2);
+		assert_int_equal(st2.dropped_bytes, st.dropped_bytes);
+		assert_int_equal(st2.stderr_bytes, n);
+	}
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(dir, 1);
+	free(s);
+	free(in);
+	free(out);
+}
+
+/* -o spool_max_job: the job's largest streams lose their oldest bytes
+ * first; a small stream of another rank keeps every byte. */
+static void job_cap_largest_first(void **state)
+{
+	const uint64_t cap = 128 * 1024;
+	struct sp *s = sp_caps(0, cap, 0);
+	size_t n = 400000;
+	char *in = malloc(n), *out = malloc(n);
+	struct router_stats st;
+	router_job_t *job;
+
+	(void)state;
+	fill(in, n, 13);
+	h_reg(s->h, "jc", 0, 2);
+	h_reg(s->h, "jc", 1, 2);
+	h_put(s->h, "jc", 1, ROUTER_CH_STDERR, "rank 1 failed\n", 14, 0, 0,
+	      NULL);
+	for (size_t at = 0; at < n; at += 1000)
+		h_put(s->h, "jc", 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0,
+		      NULL);
+	h_put(s->h, "jc", 1, ROUTER_CH_STDERR, "rank 1 again\n", 13, 0, 0,
+	      NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_exit(s->h->rk[1], ROUTER_STATE_EXITED, 1);
+	job = router_job_lookup(s->h->r, "jc");
+	router_job_stats(job, &st);
+	assert_true(st.spool_bytes <= cap);
+	assert_true(st.dropped_bytes > 0);
+	assert_int_equal(read_all(job, 1, ROUTER_CH_STDERR, out, n), 27);
+	assert_memory_equal(out, "rank 1 failed\nrank 1 again\n", 27);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n),
+			 n - st.dropped_bytes);
+	assert_memory_equal(out, in + st.dropped_bytes, n - st.dropped_bytes);
+	router_rank_stats(s->h->rk[1], &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	free(in);
+	free(out);
+	sp_free(s);
+}
+
+/* -o spool_max: the oldest complete job loses its history first (its
+ * last window stays in memory), the next one keeps everything. */
+static void total_cap_oldest_complete_first(void **state)
+{
+	const uint64_t cap = 320 * 1024;
+	struct sp *s = sp_caps(0, 0, cap);
+	size_t n = 60000; /* 138 KB a job with its merged view */
+	char *in = malloc(n), *out = malloc(n);
+	const char *names[3] = {"old", "mid", "new"};
+	struct router_stats st;
+	router_job_t *job;
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 60 == 59 ? '\n' : (char)('a' + i % 26);
+	for (int j = 0; j < 2; j++) {
+		h_reg(s->h, names[j], 0, 1);
+		for (size_t at = 0; at < n; at += 1000)
+			h_put(s->h, names[j], 0, ROUTER_CH_STDOUT, in + at,
+			      1000, 0, 0, NULL);
+		router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	}
+	job = router_job_lookup(s->h->r, "old");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0); /* under the cap so far */
+	h_reg(s->h, "new", 0, 1);
+	for (size_t at = 0; at < n; at += 1000)
+		h_put(s->h, "new", 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0,
+		      NULL);
+	/* 414 KB > 320 KiB: "old" went, all of it but its ring (and the
+	 * partial last block of each file, which the ring holds too) */
+	router_job_stats(job, &st);
+	assert_true(st.spool_bytes < 2 * ROUTER_STORE_ALIGN);
+	assert_int_equal(st.dropped_bytes, n - WIN);
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), WIN);
+	assert_memory_equal(out, in + n - WIN, WIN);
+	job = router_job_lookup(s->h->r, "mid");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.merged_dropped_bytes, 0);
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	job = router_job_lookup(s->h->r, "new");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
+	assert_memory_equal(out, in, n);
+	free(in);
+	free(out);
+	sp_free(s);
+}
+
+/* A cap never evicts what a running job's blocking reader still needs:
+ * with a reader that reads nothing, the store keeps everything past its
+ * cursor (the producer is XOFFed at the window); it then gets every byte.
+ */
+static void cap_spares_blocking_reader(void **state)
+{
+	const uint64_t cap = 8192;
+	struct sp *s = sp_caps(cap, 0, 0);
+	size_t n = 40000;
+	char *in = malloc(n), *out = malloc(n);
+	struct router_stats st;
+	router_reader_t *rd;
+	router_job_t *job;
+	uint64_t off = 0;
+
+	(void)state;
+	fill(in, n, 17);
+	h_reg(s->h, "bl", 0, 1);
+	job = router_job_lookup(s->h->r, "bl");
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	for (size_t at = 0; at < n; at += 1000) /* in flight after XOFF */
+		h_put(s->h, "bl", 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0,
+		      NULL);
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.spool_bytes, n); /* over the cap: needed */
+	assert_int_equal(h_drain(rd, &off, out, n), n);
+	assert_memory_equal(out, in, n);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.stdout_xoff, st.stdout_xon);
+	/* the next write applies the cap again */
+	h_put(s->h, "bl", 0, ROUTER_CH_STDOUT, in, 1000, 0, 0, NULL);
+	router_rank_stats(s->h->rk[0], &st);
+	assert_true(st.spool_bytes <= cap);
+	assert_int_equal(st.dropped_bytes, 0); /* the reader read them */
+	router_reader_close(rd);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	free(in);
+	free(out);
+	sp_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(full_store_evicts_old_job),
+	    cmocka_unit_test(stream_cap_keeps_newest),
+	    cmocka_unit_test(job_cap_largest_first),
+	    cmocka_unit_test(total_cap_oldest_complete_first),
+	    cmocka_unit_test(cap_spares_blocking_reader),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
