@@ -682,7 +682,11 @@ int main(int argc, char **argv)
 		goto out_fail;
 	}
 	if (d.spool)
-		spool_restore(d.spool, d.r); /* an earlier life's jobs */
+		/* an earlier life's jobs; its running ranks wait for their
+		 * forwarders to resume (-o resume_window) */
+		spool_restore(d.spool, d.r,
+			      !o.net.resume_window_set ||
+				  o.net.resume_window_s > 0);
 	{
 		struct fs_config fc = {
 		    .mountpoint = o.mountpoint_abs,

@@ -512,6 +512,30 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
 	job_check_complete(job);
 }
 
+void router_rank_set_link(router_rank_t *rank, enum router_link link,
+			  uint64_t reconnects)
+{
+	if (!rank)
+		return;
+	rank->link = link;
+	rank->reconnects = reconnects;
+}
+
+int router_rank_adopt_source(router_rank_t *rank,
+			     const struct router_source_ops *ops, void *ctx)
+{
+	if (!rank || rank->state != ROUTER_STATE_RUNNING || rank->ops)
+		return ROUTER_ERR_EXISTS;
+	rank->ops = ops;
+	rank->ctx = ctx;
+	return ROUTER_SUCCESS;
+}
+
+bool router_rank_has_source(const router_rank_t *rank)
+{
+	return rank && rank->ops;
+}
+
 void job_shutdown(router_job_t *job)
 {
 	job->complete = true;
@@ -648,6 +672,9 @@ static void add_rank(struct router_stats *o, const router_rank_t *rank)
 	    rank->ch[CI_OUT].s.dropped + rank->ch[CI_ERR].s.dropped;
 	o->stdin_discarded += rank->stdin_discarded;
 	o->stdin_unacked += rank->stdin_unacked;
+	o->reconnects += rank->reconnects;
+	o->ranks_waiting += rank->state == ROUTER_STATE_RUNNING &&
+			    rank->link == ROUTER_LINK_WAITING;
 }
 
 void router_rank_stats(const router_rank_t *rank, struct router_stats *out)
@@ -661,6 +688,7 @@ void router_rank_stats(const router_rank_t *rank, struct router_stats *out)
 	out->gid = rank->job->gid;
 	out->ranks = 1;
 	out->job_size = rank->job->job_size;
+	out->link = rank->link;
 	add_rank(out, rank);
 }
 

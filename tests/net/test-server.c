@@ -43,7 +43,10 @@ static int setup(void **state)
 	assert_int_equal(iofs_log_new("test-server", &c->lg), 0);
 	if (!getenv("TEST_VERBOSE")) /* quiet: errors only */
 		iofs_log_set_level(c->lg, LOG_ERR);
-	struct net_server_config cfg = {.log = c->lg};
+	/* resume_window=0: a dropped connection loses its ranks at once (the
+	 * resume is tested end to end, tests/net/resume-*.sh) */
+	struct net_server_config cfg = {
+	    .log = c->lg, .resume_window_set = true, .resume_window_s = 0};
 	struct router_config rcfg = {.window = 64 * 1024, .log = c->lg};
 
 	evthread_use_pthreads();
