@@ -104,15 +104,34 @@ void conn_resume_detach(struct conn *c)
 	conn_kick(c); /* stdin flow */
 }
 
-/* The detached connection of @c's job with exactly @c's range, or NULL. */
+/*
+ * The detached connection of @c's job with exactly @c's range, or NULL.
+ * A connection of that range that still looks alive is detached now: its
+ * forwarder reconnecting proves it gave it up (a dead TCP peer is noticed
+ * only by keepalive, 10-15 s later).  Its owner is checked by the caller.
+ */
 static struct conn *find_detached(struct conn *c, uint32_t base,
 				  uint32_t count)
 {
 	for (struct conn *o = strmap_get(&c->srv->conns_by_ns, c->nspace); o;
-	     o = o->ns_next)
-		if (o != c && o->detached && !o->dead && !o->handoff &&
-		    o->rank_base == base && o->rank_count == count)
+	     o = o->ns_next) {
+		if (o == c || o->dead || o->handoff || o->rank_base != base ||
+		    o->rank_count != count || !o->ranks)
+			continue;
+		if (!o->detached && o->uid == c->uid && conn_resume_wants(o)) {
+			srv_log(c->srv, LOG_WARNING,
+				"conn %llu (%s job %s): superseded by a resume "
+				"from conn %llu",
+				(unsigned long long)o->id, o->peer, o->nspace,
+				(unsigned long long)c->id);
+			o->detach_pending = false;
+			conn_resume_detach(o);
+		}
+		if (o->detached)
 			return o;
+		if (o->uid != c->uid)
+			return o; /* refused by the caller */
+	}
 	return NULL;
 }
 
