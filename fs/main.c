@@ -101,6 +101,8 @@ static void usage(FILE *f)
 	    "  -o munge_socket=PATH  munged's socket (default $MUNGE_SOCKET)\n"
 	    "  -o linger_lost=SECONDS  remove abandoned jobs (default 3600)\n"
 	    "  -o max_...=N       per-user limits, see iofs(8)\n"
+	    "  -o resume_window=SECONDS  running ranks of a broken link wait\n"
+	    "                     this long for their forwarder (default 300)\n"
 	    "  -o OPT             any other option goes to FUSE (mount(8))\n"
 	    "  --listen ADDR      unix:/path or tcp:HOST:PORT (repeatable);\n"
 	    "                     default $IOFS_ADDR, else\n"

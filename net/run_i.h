@@ -45,7 +45,7 @@ enum {
 #define RUN_REPLAY_DEFAULT	  (4u << 20) /* --replay-buffer */
 #define RUN_RECONNECT_DEFAULT_S	  300	     /* --reconnect-timeout */
 #define RUN_RECONNECT_MIN_MS	  100	     /* first back-off */
-#define RUN_RECONNECT_MAX_MS	  10000	     /* back-off cap */
+#define RUN_RECONNECT_MAX_MS	  5000	     /* back-off cap */
 
 /* What the command line and the launcher say (run.c fills it in). */
 struct run_opts {
