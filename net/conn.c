@@ -728,6 +728,8 @@ void conn_destroy(struct conn *c)
 	}
 	framer_release(&c->fr);
 	release_frame_entry(c);
+	if (c->handoff && c->handoff->handoff == c)
+		c->handoff->handoff = NULL; /* a resume that did not happen */
 	conn_dq_release(c);
 	for (uint32_t i = 0; i < c->rank_count; i++) {
 		conn_rank_finish(&c->ranks[i], ROUTER_STATE_LOST, -1);

@@ -49,7 +49,7 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
 
-	if (!c->detached)
+	if (!c->detached || c->handoff) /* claimed: the resume is due */
 		return;
 	srv_log(c->srv, LOG_WARNING,
 		"conn %llu (job %s): no resume within %u s; its running ranks "
@@ -409,8 +409,10 @@ int conn_resume_frame(struct conn *c, const struct proto_frame *f)
 				 "RESUME on a version %u connection",
 				 c->version);
 	if (!cr->await_resume) {
-		/* A job this daemon recreated: the forwarder's counts are
-		 * where its stdin starts here. */
+		if (cr->state == CRANK_DONE)
+			return 0; /* ended: its stdin is over */
+		/* A job this daemon recreated or took back from the spool:
+		 * the forwarder's counts are where its stdin starts here. */
 		if (cr->stdin_sent || cr->stdin_acked)
 			return conn_fail(c, PROTO_ERR_ORDER,
 					 "RESUME for rank %u: not resumed",

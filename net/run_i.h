@@ -224,8 +224,9 @@ bool run_link_reconnecting(const struct run_link *l);
 
 /* run_link.c, for run_resume.c */
 /* Connect, HELLO (@resume: PROTO_HELLO_F_RESUME), read HELD frames and
- * WELCOME.  The socket (>= 0), or -errno with @why; -ECONNREFUSED when
- * the daemon answered ERROR (@code set). */
+ * WELCOME.  The socket (>= 0), or -errno with @why; -EREMOTEIO when
+ * the daemon answered ERROR (@code set; a refused connect() is
+ * -ECONNREFUSED). */
 int run_link_greet(struct run_link *l, bool resume, int64_t deadline,
 		   uint32_t *code, char *why, size_t whylen);
 /* Drop the socket, keep the replay queue. */

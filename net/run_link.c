@@ -313,7 +313,7 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 			 l->o->addr, (int)reply.msg_len, reply.msg,
 			 mwhy[0] ? " (no credential sent: " : "", mwhy,
 			 mwhy[0] ? ")" : "");
-		rc = -ECONNREFUSED;
+		rc = -EREMOTEIO;
 		goto out_close;
 	}
 	l->version = version;
@@ -338,7 +338,7 @@ int run_link_open(struct run_link *l)
 		goto fallback;
 	}
 	int fd = run_link_greet(l, false, dl, &code, why, sizeof(why));
-	if (fd == -ECONNREFUSED && code == PROTO_ERR_VERSION &&
+	if (fd == -EREMOTEIO && code == PROTO_ERR_VERSION &&
 	    l->o->reconnect_s) {
 		/* A daemon older than protocol 4: no resume with it. */
 		run_log(l->log, LOG_INFO, "%s; speaking the older protocol",

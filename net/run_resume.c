@@ -232,7 +232,7 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 			run_resume_replay(l);
 		return;
 	}
-	if (rc == -ECONNREFUSED) {
+	if (rc == -EREMOTEIO) {
 		if (code == PROTO_REFUSED_RESUME && all_held(l)) {
 			/* Exact hand-over: it keeps what it holds, we print
 			 * the rest. */
