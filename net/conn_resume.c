@@ -213,7 +213,15 @@ int conn_resume_admit(struct conn *c, uint32_t base, uint32_t count)
 	 * unless a producer has them. */
 	for (uint32_t i = 0; i < count; i++) {
 		router_rank_t *rr = router_job_rank(job, base + i);
-		if (router_rank_has_source(rr))
+		struct router_stats st;
+		if (!rr)
+			continue;
+		router_rank_stats(rr, &st);
+		/* only ranks restored waiting (not PMIx ranks, which have no
+		 * source ops either) */
+		if (st.state == ROUTER_STATE_RUNNING &&
+		    (router_rank_has_source(rr) ||
+		     st.link != ROUTER_LINK_WAITING))
 			return conn_fail(c, PROTO_REFUSED_EXISTS,
 					 "resume of job '%s': rank %u is "
 					 "connected elsewhere",
@@ -404,9 +412,9 @@ int conn_resume_frame(struct conn *c, const struct proto_frame *f)
 {
 	struct crank *cr = &c->ranks[f->rank - c->rank_base];
 
-	if (c->version < 4)
-		return conn_fail(c, PROTO_ERR_DIRECTION,
-				 "RESUME on a version %u connection",
+	if (c->version < 4 || !(c->hello_flags & PROTO_HELLO_F_RESUME))
+		return conn_fail(c, PROTO_ERR_ORDER,
+				 "RESUME without a resume HELLO (version %u)",
 				 c->version);
 	if (!cr->await_resume) {
 		if (cr->state == CRANK_DONE)
