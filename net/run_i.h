@@ -161,6 +161,7 @@ struct rlrank {
 	uint64_t stdin_done; /* let go (the last STDIN_ACK) */
 	bool stdin_eof_rx;   /* STDIN_EOF received */
 	bool stdin_xoff;     /* our last XOFF(stdin) / XON(stdin) */
+	uint32_t completed;  /* output channels at EOF (COMPLETE sent) */
 };
 
 struct run_link {

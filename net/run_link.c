@@ -453,10 +453,13 @@ static void kops_data(void *ctx, uint32_t rank, uint32_t channel,
 
 static void kops_complete(void *ctx, uint32_t rank, uint32_t channel)
 {
+	struct run_link *l = ctx;
 	struct proto_frame f = {
 	    .type = PROTO_COMPLETE, .rank = rank, .channel = channel};
 
-	send_frame(ctx, &f);
+	if (l->rs)
+		rl(l, rank)->completed |= channel; /* again after a resume */
+	send_frame(l, &f);
 }
 
 static void kops_stdin_flow(void *ctx, uint32_t rank, bool xoff)

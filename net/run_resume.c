@@ -172,6 +172,22 @@ void run_resume_replay(struct run_link *l)
 	}
 	for (uint32_t i = 0; i < l->o->count; i++) {
 		struct rlrank *rs = &l->rs[i];
+		if (rs->held_state == PROTO_HELD_EXITED || !rs->pid)
+			continue;
+		/* EOFs it may have missed (a second COMPLETE is harmless:
+		 * nothing follows it) */
+		for (uint32_t ch = ROUTER_CH_STDOUT; ch <= ROUTER_CH_STDDIAG;
+		     ch <<= 1) {
+			if (!(rs->completed & ch))
+				continue;
+			struct proto_frame c = {.type = PROTO_COMPLETE,
+						.rank = l->o->rank_base + i,
+						.channel = ch};
+			run_link_send(l, &c);
+		}
+	}
+	for (uint32_t i = 0; i < l->o->count; i++) {
+		struct rlrank *rs = &l->rs[i];
 		if (rs->exited && rs->held_state != PROTO_HELD_EXITED &&
 		    (rs->pid || rs->held_state == PROTO_HELD_RUNNING))
 			send_exit(l, l->o->rank_base + i, rs->wstatus);
