@@ -541,6 +541,7 @@ static int on_ack(void *ctx, const struct proto_frame *f)
 		if (u->len > drop) { /* ACKs cover whole frames; be safe */
 			memmove(u->bytes, u->bytes + drop, u->len - drop);
 			u->len -= drop;
+			u->off += drop;
 			l->uq_bytes -= drop;
 			break;
 		}
