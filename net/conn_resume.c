@@ -165,6 +165,14 @@ static int expired(struct conn *c, router_job_t *job, uint32_t base,
 		}
 		conn_send(c, &f);
 	}
+	/* Say so in the job's info (note: ...): its output goes on
+	 * elsewhere from here. */
+	char note[160];
+	snprintf(note, sizeof(note),
+		 "ranks %u..%u came back after the resume window: the rest of "
+		 "their output went to their iofs-run's terminal",
+		 base, base + count - 1);
+	router_job_note(job, note);
 	return conn_fail(c, PROTO_REFUSED_RESUME,
 			 "resume of job '%s' refused: its ranks were already "
 			 "declared lost (the resume window is over)",

@@ -46,4 +46,5 @@ l=$(stat -c %s "$T/ex.out")
 log "hand-over: $m bytes in the mount, $l on the terminal"
 assert_eq "mount + terminal bytes == produced" "$(stat -c %s "$T/want")" $((m + l))
 assert_eq "mount then terminal == the rank's output" "$(sha "$T/want")" "$(cat "$T/got" "$T/ex.out" | sha256sum | cut -d' ' -f1)"
+grep -q "note: ranks 0..0 came back after the resume window" "$MNT/ex/info" || fail "no note in the job's info: $(cat "$MNT/ex/info")"
 assert_eq "stdout XOFF/XON paired" "$(info_get "$MNT/ex/0/info" stdout_xoff)" "$(info_get "$MNT/ex/0/info" stdout_xon)"
