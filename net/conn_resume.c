@@ -192,8 +192,9 @@ int conn_resume_admit(struct conn *c, uint32_t base, uint32_t count)
 		return 1;
 	}
 	router_job_t *job = router_job_lookup(c->srv->router, c->nspace);
-	if (!job) {
-		c->resume_fresh = true; /* a restarted daemon: a new job */
+	if (!job) { /* a daemon restarted without a spool: a new job */
+		c->resume_fresh = true;
+		c->resumes = 1;
 		return 0;
 	}
 	uint32_t owner, gid;
@@ -213,6 +214,7 @@ int conn_resume_admit(struct conn *c, uint32_t base, uint32_t count)
 	}
 	if (!any) {
 		c->resume_fresh = true;
+		c->resumes = 1;
 		return 0;
 	}
 	if (!running)
