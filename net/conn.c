@@ -298,6 +298,8 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 	}
 	cr->state = CRANK_RUNNING;
 	router_rank_set_link(cr->rr, ROUTER_LINK_UP, c->resumes);
+	router_rank_count_replayed(cr->rr, cr->replay_pending);
+	cr->replay_pending = 0;
 	/* Output already backed up toward this forwarder: start XOFFed. */
 	if (c->out_full)
 		cr->stdin_want |= STDIN_SUSP_OUTBUF;

@@ -426,6 +426,11 @@ int conn_resume_frame(struct conn *c, const struct proto_frame *f)
 		return conn_fail(c, PROTO_ERR_ORDER,
 				 "RESUME without a resume HELLO (version %u)",
 				 c->version);
+	/* the forwarder's word, for info: what it sends again */
+	if (cr->state == CRANK_RUNNING)
+		router_rank_count_replayed(cr->rr, f->replay_bytes);
+	else
+		cr->replay_pending += f->replay_bytes; /* after RANK_START */
 	if (!cr->await_resume) {
 		if (cr->state == CRANK_DONE)
 			return 0; /* ended: its stdin is over */

@@ -93,7 +93,7 @@ static const struct proto_desc descs[PROTO_TYPE_MAX + 1] = {
 		    .ranked = true},
     [PROTO_RESUME] = {.name = "RESUME",
 		      .to = TO_DAEMON,
-		      .fixed = 21,
+		      .fixed = 29,
 		      .ranked = true},
 };
 
@@ -415,6 +415,7 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 		f->stdin_rx = get64(b + 4);
 		f->ack_bytes = get64(b + 12);
 		f->stdin_eof = b[20];
+		f->replay_bytes = get64(b + 21);
 		if (f->ack_bytes > f->stdin_rx || f->stdin_eof > 1)
 			return fail(PROTO_ERR_FIELD, err, errlen,
 				    "RESUME: stdin let go %llu > received "
@@ -641,6 +642,7 @@ static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 		b = put64(b, f->stdin_rx);
 		b = put64(b, f->ack_bytes);
 		b = put8(b, f->stdin_eof);
+		b = put64(b, f->replay_bytes);
 		break;
 	}
 	if (data_tail && with_data) {

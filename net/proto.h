@@ -169,9 +169,11 @@ struct proto_frame {
 	uint8_t held_state;
 	uint64_t held[PROTO_HELD_CHANNELS];
 	/* RESUME: stdin bytes of @rank received (stdin_rx) and let go
-	 * (ack_bytes) by the forwarder; stdin_eof: STDIN_EOF received */
+	 * (ack_bytes) by the forwarder; stdin_eof: STDIN_EOF received;
+	 * replay_bytes: output of @rank it is about to send again */
 	uint64_t stdin_rx;
 	uint8_t stdin_eof;
+	uint64_t replay_bytes;
 };
 
 /* stdout 0, stderr 1, stddiag 2; -1 for anything else. */

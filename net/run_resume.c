@@ -137,6 +137,9 @@ void run_resume_replay(struct run_link *l)
 	/* A new connection: its ACK counts from 0. */
 	l->sent_bytes = l->acked_bytes = 0;
 	l->exits_sent = l->acked_exits = 0;
+	uint64_t *again = calloc(l->o->count, sizeof(*again));
+	for (struct unacked *u = l->uq_head; again && u; u = u->next)
+		again[u->rank - l->o->rank_base] += u->len;
 	for (uint32_t i = 0; i < l->o->count; i++) {
 		struct rlrank *rs = &l->rs[i];
 		uint32_t rank = l->o->rank_base + i;
@@ -144,7 +147,8 @@ void run_resume_replay(struct run_link *l)
 					.rank = rank,
 					.stdin_rx = rs->stdin_rx,
 					.ack_bytes = rs->stdin_done,
-					.stdin_eof = rs->stdin_eof_rx};
+					.stdin_eof = rs->stdin_eof_rx,
+					.replay_bytes = again ? again[i] : 0};
 		run_link_send(l, &f);
 		if (rs->held_state == PROTO_HELD_RESERVED && rs->pid) {
 			struct proto_frame s = {.type = PROTO_RANK_START,
@@ -160,6 +164,7 @@ void run_resume_replay(struct run_link *l)
 			run_link_send(l, &x);
 		}
 	}
+	free(again);
 	for (struct unacked *u = l->uq_head; u; u = u->next) {
 		struct proto_frame f = {.type = PROTO_DATA,
 					.rank = u->rank,

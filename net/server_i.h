@@ -99,6 +99,7 @@ struct crank {
 	struct evbuffer *stdin_keep;
 	bool stdin_eof_sent;	/* the router's EOF was passed on */
 	bool await_resume;	/* resumed: stdin waits for its RESUME */
+	uint64_t replay_pending; /* RESUME's replay_bytes before RANK_START */
 	unsigned out_latch;	/* output channels XOFFed (ROUTER_CH_*) */
 	uint64_t held[PROTO_HELD_CHANNELS]; /* DATA bytes taken, per channel */
 };

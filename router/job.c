@@ -531,6 +531,12 @@ int router_rank_adopt_source(router_rank_t *rank,
 	return ROUTER_SUCCESS;
 }
 
+void router_rank_count_replayed(router_rank_t *rank, uint64_t bytes)
+{
+	if (rank)
+		rank->replayed += bytes;
+}
+
 bool router_rank_has_source(const router_rank_t *rank)
 {
 	return rank && rank->ops;
@@ -673,6 +679,7 @@ static void add_rank(struct router_stats *o, const router_rank_t *rank)
 	o->stdin_discarded += rank->stdin_discarded;
 	o->stdin_unacked += rank->stdin_unacked;
 	o->reconnects += rank->reconnects;
+	o->replayed += rank->replayed;
 	o->ranks_waiting += rank->state == ROUTER_STATE_RUNNING &&
 			    rank->link == ROUTER_LINK_WAITING;
 }

@@ -62,6 +62,7 @@ struct router_rank {
 	/* The producer's link (router_rank_set_link), for info. */
 	enum router_link link;
 	uint64_t reconnects;
+	uint64_t replayed; /* output its forwarder sent again after resumes */
 };
 
 struct merged {

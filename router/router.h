@@ -314,6 +314,9 @@ enum router_link {
 };
 void router_rank_set_link(router_rank_t *rank, enum router_link link,
 			  uint64_t reconnects);
+/* @bytes of the rank's output its forwarder is sending again after a
+ * resume (counted as bytes_replayed in its info). */
+void router_rank_count_replayed(router_rank_t *rank, uint64_t bytes);
 /*
  * A running rank without source ops (restored from the spool, waiting for
  * its forwarder) gets @ops/@ctx: its producer is back.  ROUTER_SUCCESS,
@@ -452,6 +455,7 @@ struct router_stats {
 	enum router_link link;
 	uint64_t reconnects; /* job: the sum over its ranks */
 	uint32_t ranks_waiting; /* running ranks "reconnecting" (job: sum) */
+	uint64_t replayed;	/* router_rank_count_replayed() (job: sum) */
 };
 void router_job_stats(const router_job_t *job, struct router_stats *out);
 void router_rank_stats(const router_rank_t *rank, struct router_stats *out);

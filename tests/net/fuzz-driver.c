@@ -149,7 +149,8 @@ static size_t make_seeds(struct seed *seeds)
 					.rank = r,
 					.stdin_rx = 10 * r,
 					.ack_bytes = 5 * r,
-					.stdin_eof = r & 1};
+					.stdin_eof = r & 1,
+					.replay_bytes = 7 * r};
 		add(s, &f);
 		f = (struct proto_frame){.type = PROTO_HELD,
 					 .rank = r,

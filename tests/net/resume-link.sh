@@ -62,6 +62,7 @@ grep -q "ranks 0..0 resumed" "$T/iofs.log" || fail "daemon did not log the resum
 # (128 KiB) while the link was down: the rank was blocked, not buffered
 again=$(sed -n "s/.*resumed job 'cut'.*: \([0-9]*\) bytes sent again.*/\1/p" "$T/cut.err")
 [ -n "$again" ] && [ "$again" -le $(((4 << 20) + (128 << 10))) ] || fail "replay queue not bounded: $again bytes sent again"
+assert_eq "bytes_replayed in info (the forwarder's count)" "$again" "$(info_get "$MNT/cut/0/info" bytes_replayed)"
 xr=$(sed -n 's/.*XOFF received \([0-9]*\), XON received \([0-9]*\).*/\1 \2/p' "$T/cut.err")
 [ -z "$xr" ] || assert_eq "forwarder XOFF/XON paired" "$(echo "$xr" | cut -d' ' -f1)" "$(echo "$xr" | cut -d' ' -f2)"
 log "resumed: $(grep -o 'resumed job.*' "$T/cut.err")"

@@ -288,9 +288,11 @@ static void test_resume_frames(void **state)
 				.rank = 4,
 				.stdin_rx = 100,
 				.ack_bytes = 60,
-				.stdin_eof = 1};
+				.stdin_eof = 1,
+				.replay_bytes = 1ull << 33};
 	round_trip(&p, &r, &out);
 	assert_true(out.stdin_rx == 100 && out.ack_bytes == 60);
+	assert_true(out.replay_bytes == 1ull << 33);
 	assert_int_equal(out.stdin_eof, 1);
 	r.ack_bytes = 101; /* let go more than received */
 	n = proto_encode(&r, buf, sizeof(buf));
