@@ -2,9 +2,9 @@
 /*
  * iofs-run: the connection to the daemon.  Connect and greet synchronously
  * (bounded), then a bufferevent on the main loop.  Every DATA frame is kept
- * until the daemon's cumulative ACK covers it, so when the link fails the
- * unacknowledged output is replayed on our own stdout/stderr: nothing is
- * lost (a byte whose ACK was lost in flight may show twice).
+ * until the daemon's cumulative ACK covers it, so when the link fails it
+ * is sent again after a resume (run_resume.c, protocol 4), or written on
+ * our own stdout/stderr when we give up: nothing is lost.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -734,48 +734,6 @@ void run_link_release(struct run_link *l)
 	}
 	l->uq_tail = NULL;
 	l->uq_bytes = 0;
-}
-
-void run_link_down(struct run_link *l, const char *why)
-{
-	if (l->linked && run_resume_start(l, why))
-		return; /* reconnecting */
-	run_link_fallback(l, why);
-}
-
-void run_link_fallback(struct run_link *l, const char *why)
-{
-	bool was = l->linked || l->reconnecting;
-
-	l->linked = false;
-	l->reconnecting = false;
-	l->gave_up = true;
-	if (!l->warned) {
-		l->warned = true;
-		run_log(l->log, LOG_WARNING, "%s; %s", why,
-			l->o->strict ? "giving up (--strict)"
-				     : "output continues on this terminal");
-	}
-	if (l->o->strict && !l->failed_strict) {
-		l->failed_strict = true;
-		run_kids_signal(l->kids, SIGTERM);
-	}
-	/* Replay what the daemon has not acknowledged (after an exact
-	 * hand-over, run_resume.c trimmed the queue to what it lacks). */
-	uint64_t replayed = 0;
-	for (struct unacked *u = l->uq_head; u; u = u->next) {
-		run_local_write(u->channel, u->bytes, u->len);
-		replayed += u->len;
-	}
-	l->handover_local += replayed;
-	if (replayed)
-		run_log(l->log, LOG_INFO, "replayed %llu unacknowledged bytes",
-			(unsigned long long)replayed);
-	run_link_release(l);
-	if (!was)
-		return;
-	run_kids_unlinked(l->kids);
-	l->settled(l->settled_ctx);
 }
 
 void run_link_init(struct run_link *l, struct event_base *base,

@@ -12,6 +12,7 @@
  * exact point the daemon holds when it told us, else at its last ACK.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,4 +315,49 @@ void run_resume_release(struct run_link *l)
 			(unsigned long long)l->handover_local);
 	free(l->rs);
 	l->rs = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Down: resume, or give up (run_i.h)                                        */
+
+void run_link_down(struct run_link *l, const char *why)
+{
+	if (l->linked && run_resume_start(l, why))
+		return; /* reconnecting */
+	run_link_fallback(l, why);
+}
+
+void run_link_fallback(struct run_link *l, const char *why)
+{
+	bool was = l->linked || l->reconnecting;
+
+	l->linked = false;
+	l->reconnecting = false;
+	l->gave_up = true;
+	if (!l->warned) {
+		l->warned = true;
+		run_log(l->log, LOG_WARNING, "%s; %s", why,
+			l->o->strict ? "giving up (--strict)"
+				     : "output continues on this terminal");
+	}
+	if (l->o->strict && !l->failed_strict) {
+		l->failed_strict = true;
+		run_kids_signal(l->kids, SIGTERM);
+	}
+	/* Replay what the daemon has not acknowledged (after an exact
+	 * hand-over, run_resume.c trimmed the queue to what it lacks). */
+	uint64_t replayed = 0;
+	for (struct unacked *u = l->uq_head; u; u = u->next) {
+		run_local_write(u->channel, u->bytes, u->len);
+		replayed += u->len;
+	}
+	l->handover_local += replayed;
+	if (replayed)
+		run_log(l->log, LOG_INFO, "replayed %llu unacknowledged bytes",
+			(unsigned long long)replayed);
+	run_link_release(l);
+	if (!was)
+		return;
+	run_kids_unlinked(l->kids);
+	l->settled(l->settled_ctx);
 }
