@@ -87,6 +87,21 @@ static void info_format(router_job_t *job, uint32_t rank,
 	    st->stdout_xoff, st->stdout_xon, st->stderr_xoff, st->stderr_xon,
 	    st->stdin_xoff, st->stdin_xon, st->dropped_bytes,
 	    st->stdin_discarded, st->stdin_unacked);
+	/* The forwarder's connection (docs/protocol.md, "Resume"). */
+	if (is_rank)
+		out_printf(o,
+			   "link: %s\nreconnects: %" PRIu64
+			   "\nbytes_replayed: %" PRIu64 "\n",
+			   st->link == ROUTER_LINK_UP	     ? "connected"
+			   : st->link == ROUTER_LINK_WAITING ? "reconnecting"
+							     : "none",
+			   st->reconnects, st->replayed);
+	else
+		out_printf(o,
+			   "ranks_reconnecting: %" PRIu32 "\n"
+			   "reconnects: %" PRIu64 "\n"
+			   "bytes_replayed: %" PRIu64 "\n",
+			   st->ranks_waiting, st->reconnects, st->replayed);
 	/* The merged views have their own windows: what they lost is not
 	 * in dropped_bytes (the sum over the ranks' own streams). */
 	if (!is_rank)

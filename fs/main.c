@@ -109,6 +109,8 @@ static void usage(FILE *f)
 	    "  -o munge_socket=PATH  munged's socket (default $MUNGE_SOCKET)\n"
 	    "  -o linger_lost=SECONDS  remove abandoned jobs (default 3600)\n"
 	    "  -o max_...=N       per-user limits, see iofs(8)\n"
+	    "  -o resume_window=SECONDS  running ranks of a broken link wait\n"
+	    "                     this long for their forwarder (default 300)\n"
 	    "  -o OPT             any other option goes to FUSE (mount(8))\n"
 	    "  --listen ADDR      unix:/path or tcp:HOST:PORT (repeatable);\n"
 	    "                     default $IOFS_ADDR, else\n"
@@ -733,7 +735,11 @@ int main(int argc, char **argv)
 		goto out_fail;
 	}
 	if (d.spool)
-		spool_restore(d.spool, d.r); /* an earlier life's jobs */
+		/* an earlier life's jobs; its running ranks wait for their
+		 * forwarders to resume (-o resume_window) */
+		spool_restore(d.spool, d.r,
+			      !o.net.resume_window_set ||
+				  o.net.resume_window_s > 0);
 	{
 		struct fs_config fc = {
 		    .mountpoint = o.mountpoint_abs,

@@ -36,7 +36,7 @@ void spool_free(spool_t *sp); /* NULL-safe */
  * ended (`state`), or `lost` if it was still running; every byte of its
  * streams readable.  What cannot be restored is logged and left alone.
  * Returns the number of job directories seen, or -errno. */
-int spool_restore(spool_t *sp, router_t *r);
+int spool_restore(spool_t *sp, router_t *r, bool keep_running);
 
 /* For router_config.store / store_ctx. */
 const struct router_store_ops *spool_store_ops(void);

@@ -23,6 +23,7 @@
 
 struct rrank {
 	uint32_t id;
+	bool running; /* "running" when the earlier daemon stopped */
 	enum router_state state;
 	int status;
 	router_rank_t *rk;
@@ -92,7 +93,9 @@ static struct rrank *rank_add(struct rjob *jb, uint32_t id)
 		jb->ranks = nr;
 		jb->cap = nc;
 	}
-	jb->ranks[jb->n] = (struct rrank){.id = id, .state = ROUTER_STATE_LOST};
+	/* Not in `state` (registered after it was written): running. */
+	jb->ranks[jb->n] = (struct rrank){
+	    .id = id, .state = ROUTER_STATE_LOST, .running = true};
 	return &jb->ranks[jb->n++];
 }
 
@@ -120,6 +123,7 @@ static int parse_state(struct rjob *jb, char *text)
 				return -ENOMEM;
 			rr->state = !strcmp(st, "exited") ? ROUTER_STATE_EXITED
 							  : ROUTER_STATE_LOST;
+			rr->running = !strcmp(st, "running");
 			rr->status = status;
 		}
 	}
@@ -178,7 +182,7 @@ static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
 /* Register the ranks, adopt the files, end the ranks.  0: @j is the
  * router's now; else it is still the caller's. */
 static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
-			router_job_t **out)
+			bool keep_running, router_job_t **out)
 {
 	struct router_rank_info info = {.pid = -1, .uid = jb->uid,
 					.gid = jb->gid};
@@ -210,14 +214,23 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 		adopt(j, job, ROUTER_RANK_WILDCARD, ROUTER_CH_STDOUT);
 		adopt(j, job, ROUTER_RANK_WILDCARD, ROUTER_CH_STDERR);
 	}
-	for (i = 0; i < jb->n; i++)
+	for (i = 0; i < jb->n; i++) {
+		/* Running then: it waits for its forwarder to resume (the
+		 * daemon's resume window ends the wait, net/conn_resume.c). */
+		if (keep_running && jb->ranks[i].running) {
+			router_rank_set_link(jb->ranks[i].rk,
+					     ROUTER_LINK_WAITING, 0);
+			continue;
+		}
 		router_rank_exit(jb->ranks[i].rk, jb->ranks[i].state,
 				 jb->ranks[i].status);
+	}
 	*out = job;
 	return rc;
 }
 
-static void restore_one(spool_t *sp, router_t *r, uint64_t num)
+static void restore_one(spool_t *sp, router_t *r, uint64_t num,
+			bool keep_running)
 {
 	struct spool_job *j = calloc(1, sizeof(*j));
 	struct rjob jb = {.uid = geteuid(), .gid = getegid()};
@@ -256,7 +269,7 @@ static void restore_one(spool_t *sp, router_t *r, uint64_t num)
 		rc = -ENOENT;
 		goto out_log;
 	}
-	rc = restore_into(r, j, &jb, &job);
+	rc = restore_into(r, j, &jb, keep_running, &job);
 	if (rc == ROUTER_SUCCESS) {
 		iofs_logf(sp->log, LOG_INFO, "spool",
 			  "%s/%s: job %s restored: %zu ranks", sp->dir, j->name,
@@ -283,7 +296,7 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int spool_restore(spool_t *sp, router_t *r)
+int spool_restore(spool_t *sp, router_t *r, bool keep_running)
 {
 	int fd = dup(sp->dirfd);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -316,7 +329,7 @@ int spool_restore(spool_t *sp, router_t *r)
 	if (n)
 		qsort(nums, n, sizeof(*nums), cmp_u64);
 	for (size_t i = 0; i < n; i++)
-		restore_one(sp, r, nums[i]);
+		restore_one(sp, r, nums[i], keep_running);
 	free(nums);
 	return (int)n;
 }

@@ -164,11 +164,14 @@ static void op_flow(void *ctx, router_rank_t *rank, uint32_t channel, bool xoff)
 				.rank = cr->rank,
 				.channel = channel};
 
-	if (xoff)
+	if (xoff) {
 		c->xoff_sent++;
-	else
+		cr->out_latch |= channel;
+	} else {
 		c->xon_sent++;
-	send_frame(c, &f);
+		cr->out_latch &= ~channel;
+	}
+	send_frame(c, &f); /* detached: re-sent as latch state on resume */
 }
 
 static int op_stdin_write(void *ctx, router_rank_t *rank, const void *bytes,
@@ -178,13 +181,18 @@ static int op_stdin_write(void *ctx, router_rank_t *rank, const void *bytes,
 	struct conn *c = cr->c;
 	const uint8_t *p = bytes;
 
-	if (!c->bev || c->closing || cr->state != CRANK_RUNNING)
+	if ((!c->bev && !c->detached) || c->closing ||
+	    cr->state != CRANK_RUNNING)
 		return -EPIPE;
+	/* Kept until STDIN_ACKed (version 4): a reconnect re-sends them. */
+	if (c->version >= 4 && conn_resume_keep(cr, p, len) < 0)
+		return -ENOMEM;
 	while (len > 0) {
 		size_t n = len > PROTO_PAYLOAD_MAX ? PROTO_PAYLOAD_MAX : len;
 		struct proto_frame f = {
 		    .type = PROTO_STDIN, .rank = cr->rank, .data = p, .len = n};
-		send_frame(c, &f);
+		if (!cr->await_resume) /* else sent after its RESUME */
+			send_frame(c, &f);
 		cr->stdin_sent += n;
 		p += n;
 		len -= n;
@@ -202,10 +210,12 @@ static void op_stdin_eof(void *ctx, router_rank_t *rank)
 	struct crank *cr = ctx;
 	struct proto_frame f = {.type = PROTO_STDIN_EOF, .rank = cr->rank};
 
-	send_frame(cr->c, &f);
+	cr->stdin_eof_sent = true;
+	if (!cr->await_resume)
+		send_frame(cr->c, &f);
 }
 
-static const struct router_source_ops source_ops = {
+const struct router_source_ops conn_source_ops = {
     .flow = op_flow,
     .stdin_write = op_stdin_write,
     .stdin_eof = op_stdin_eof,
@@ -277,7 +287,7 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 					.dirs = c->dirs,
 					.requested = c->requested};
 	router_proc_set(&proc, c->nspace, cr->rank);
-	int rc = router_rank_register(c->srv->router, &proc, &info, &source_ops,
+	int rc = router_rank_register(c->srv->router, &proc, &info, &conn_source_ops,
 				      cr, &cr->rr);
 	if (rc != ROUTER_SUCCESS) {
 		return conn_fail(c,
@@ -287,6 +297,9 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 				 cr->rank, c->nspace, router_strerror(rc));
 	}
 	cr->state = CRANK_RUNNING;
+	router_rank_set_link(cr->rr, ROUTER_LINK_UP, c->resumes);
+	router_rank_count_replayed(cr->rr, cr->replay_pending);
+	cr->replay_pending = 0;
 	/* Output already backed up toward this forwarder: start XOFFed. */
 	if (c->out_full)
 		cr->stdin_want |= STDIN_SUSP_OUTBUF;
@@ -368,6 +381,7 @@ static int on_stdin_ack(void *ctx, const struct proto_frame *f)
 		    (unsigned long long)cr->stdin_sent,
 		    (unsigned long long)cr->stdin_acked);
 	}
+	conn_resume_acked(cr, f->ack_bytes); /* before stdin_acked moves */
 	cr->stdin_acked = f->ack_bytes;
 	if ((cr->stdin_want & STDIN_SUSP_CREDIT) &&
 	    cr->stdin_sent - cr->stdin_acked <= CONN_STDIN_CREDIT / 2) {
@@ -377,6 +391,11 @@ static int on_stdin_ack(void *ctx, const struct proto_frame *f)
 	return 0;
 }
 
+static int on_resume(void *ctx, const struct proto_frame *f)
+{
+	return conn_resume_frame(ctx, f);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Input: the framer's hooks                                                 */
 
@@ -384,7 +403,7 @@ static bool conn_in_more(void *ctx)
 {
 	struct conn *c = ctx;
 
-	return !c->susp && !c->closing && !c->dead;
+	return !c->susp && !c->closing && !c->dead && !c->handoff;
 }
 
 static void conn_in_fail(void *ctx, int code, const char *detail)
@@ -431,6 +450,7 @@ static const struct framer_ops conn_framer_ops = {
 	    [PROTO_XOFF] = on_flow,
 	    [PROTO_XON] = on_flow,
 	    [PROTO_STDIN_ACK] = on_stdin_ack,
+	    [PROTO_RESUME] = on_resume,
 	},
     .more = conn_in_more,
     .fail = conn_in_fail,
@@ -442,6 +462,19 @@ static void conn_lost_log(struct conn *c, const char *what)
 {
 	bool lost = false;
 
+	if (c->detach_pending || c->detached)
+		return;
+	if (conn_resume_wants(c)) { /* its ranks wait for a resume */
+		srv_log(c->srv, LOG_WARNING,
+			"conn %llu (%s job %s): %s; its running ranks wait %u s "
+			"for their forwarder to resume",
+			(unsigned long long)c->id, c->peer, c->nspace, what,
+			conn_resume_window(c->srv));
+		c->detach_pending = true;
+		conn_reading(c, false);
+		conn_kick(c);
+		return;
+	}
 	for (uint32_t i = 0; i < c->rank_count; i++)
 		if (c->ranks[i].state == CRANK_RUNNING &&
 		    !c->ranks[i].exit_queued)
@@ -538,11 +571,49 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 }
 
+/*
+ * A resume: @d (detached) takes over @n's socket, its bufferevent and the
+ * bytes its framer has not decoded yet; @n is left without a socket, to be
+ * freed.  0 or -ENOMEM (@d stays detached, @n keeps its socket).
+ */
+int conn_attach_socket(struct conn *d, struct conn *n)
+{
+	int fd = bufferevent_getfd(n->bev);
+	struct event *rev =
+	    event_new(d->srv->base, fd, EV_READ | EV_PERSIST, read_ev_cb, d);
+
+	if (!rev)
+		return -ENOMEM;
+	framer_release(&d->fr);
+	if (framer_init(&d->fr, PROTO_ROLE_DAEMON, &conn_framer_ops, d) < 0) {
+		event_free(rev);
+		return -ENOMEM;
+	}
+	d->fr.dec = n->fr.dec;
+	evbuffer_add_buffer(d->fr.in, n->fr.in);
+	conn_reading(n, false);
+	d->rev = rev;
+	d->reading = false;
+	d->bev = n->bev;
+	n->bev = NULL;
+	bufferevent_setcb(d->bev, NULL, write_cb, event_cb, d);
+	bufferevent_setwatermark(d->bev, EV_WRITE, CONN_OUT_LOW, 0);
+	return 0;
+}
+
 /* Deferred service: apply stdin flow, resume reading, free when dead. */
 static void conn_service(struct conn *c)
 {
+	if (c->detach_pending) {
+		c->detach_pending = false;
+		conn_resume_detach(c);
+	}
 	if (c->dead) {
 		conn_destroy(c);
+		return;
+	}
+	if (c->handoff) {
+		conn_resume_handoff(c);
 		return;
 	}
 	if (c->ack_pending) {
@@ -557,7 +628,7 @@ static void conn_service(struct conn *c)
 		cr->stdin_xoff = want;
 		router_stdin_flow(cr->rr, want);
 	}
-	if (!c->susp && !c->closing && c->bev) {
+	if (!c->susp && !c->closing && c->bev && !c->detached) {
 		conn_reading(c, true);
 		framer_process(&c->fr);
 	}
@@ -659,9 +730,17 @@ void conn_destroy(struct conn *c)
 	}
 	framer_release(&c->fr);
 	release_frame_entry(c);
+	if (c->handoff && c->handoff->handoff == c)
+		c->handoff->handoff = NULL; /* a resume that did not happen */
 	conn_dq_release(c);
-	for (uint32_t i = 0; i < c->rank_count; i++)
+	for (uint32_t i = 0; i < c->rank_count; i++) {
 		conn_rank_finish(&c->ranks[i], ROUTER_STATE_LOST, -1);
+		conn_resume_release(&c->ranks[i]);
+	}
+	if (c->resume_timer) {
+		event_free(c->resume_timer);
+		c->resume_timer = NULL;
+	}
 	if (c->xoff_sent || c->xon_sent)
 		srv_log(
 		    s, LOG_DEBUG, "conn %llu: XOFF sent %llu, XON sent %llu",

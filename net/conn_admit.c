@@ -106,6 +106,17 @@ int net_config_option(struct net_server_config *cfg, const char *tok,
 			 tok);
 		return -EINVAL;
 	}
+	if (!strncmp(tok, "resume_window=", 14)) {
+		if (!parse_num(tok + 14, 0, 86400, &v)) {
+			snprintf(err, errlen,
+				 "bad -o %s: give seconds from 0 to 86400",
+				 tok);
+			return -EINVAL;
+		}
+		cfg->resume_window_s = (uint32_t)v;
+		cfg->resume_window_set = true;
+		return 1;
+	}
 	if (!strncmp(tok, "munge_socket=", 13)) {
 		if (!tok[13]) {
 			snprintf(err, errlen, "bad -o %s: give a path", tok);
@@ -313,18 +324,25 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 {
 	net_server_t *s = c->srv;
 	router_job_t *job = router_job_lookup(s->router, c->nspace);
+	bool resume = c->version >= 4 && (c->hello_flags & PROTO_HELLO_F_RESUME);
+	int rc = 0;
 
+	/* A reconnect: its detached connection, its restored ranks, or a
+	 * job this daemon does not know (conn_resume.c). */
+	if (resume && (rc = conn_resume_admit(c, base, count)) != 0 &&
+	    rc != 2)
+		return rc < 0 ? rc : 0;
+	bool adopt = rc == 2;
 	/* Limits against the name asked for (a rename must not escape
 	 * max_ranks_job), then the job-name collision rule (conn_name.c),
 	 * which never lets another uid join or replace a job. */
-	int rc = check_limits(c, job, count);
-
+	rc = check_limits(c, job, count);
 	if (rc < 0)
 		return rc;
-	if ((rc = conn_name_assign(c, base, count)) < 0)
+	if (!adopt && (rc = conn_name_assign(c, base, count)) < 0)
 		return rc;
 	job = router_job_lookup(s->router, c->nspace);
-	int64_t busy = hello_range_busy(c, job, base, count);
+	int64_t busy = adopt ? -1 : hello_range_busy(c, job, base, count);
 	if (busy >= 0) {
 		return conn_fail(
 		    c, PROTO_REFUSED_EXISTS,
@@ -344,6 +362,8 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 		c->ranks[i].c = c;
 		c->ranks[i].rank = c->rank_base + i;
 	}
+	if (adopt)
+		conn_resume_take(c, job);
 	srv_log(s, LOG_INFO,
 		"conn %llu (%s): job '%s' ranks %u..%u of %u from %s pid %u "
 		"uid %u%s",
@@ -352,6 +372,8 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 		c->uid,
 		c->is_unix ? "" : c->cred_ok ? " (MUNGE)" : " (unauthenticated)");
 	event_del(c->hello_timer); /* greeted: no deadline any more */
+	if (resume)
+		conn_resume_held(c);
 	struct proto_frame w = {.type = PROTO_WELCOME,
 				.version = c->version,
 				.max_payload = PROTO_PAYLOAD_MAX};

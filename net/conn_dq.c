@@ -36,10 +36,12 @@ void conn_dq_pump(struct conn *c)
 		if (e->is_exit) {
 			conn_rank_finish(&c->ranks[e->rank_idx],
 					 ROUTER_STATE_EXITED, e->exit_status);
-			c->exits_done++;
+			if (!e->old)
+				c->exits_done++;
 		} else {
 			c->dq_bytes -= e->len;
-			c->acked_bytes += e->len;
+			if (!e->old)
+				c->acked_bytes += e->len;
 			conn_admit_buf(c, -(int64_t)e->len);
 		}
 		free(e);
@@ -130,6 +132,9 @@ int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
 			  router_strerror(rc));
 	}
 	conn_dq_push(c, e);
+	int ci = proto_channel_index(channel);
+	if (!complete && ci >= 0)
+		cr->held[ci] += len;
 	return 0;
 }
 

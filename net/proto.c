@@ -87,7 +87,28 @@ static const struct proto_desc descs[PROTO_TYPE_MAX + 1] = {
 			 .to = TO_DAEMON,
 			 .fixed = 12,
 			 .ranked = true},
+    [PROTO_HELD] = {.name = "HELD",
+		    .to = TO_FORWARDER,
+		    .fixed = 5 + 8 * PROTO_HELD_CHANNELS,
+		    .ranked = true},
+    [PROTO_RESUME] = {.name = "RESUME",
+		      .to = TO_DAEMON,
+		      .fixed = 29,
+		      .ranked = true},
 };
+
+int proto_channel_index(uint32_t channel)
+{
+	switch (channel) {
+	case ROUTER_CH_STDOUT:
+		return 0;
+	case ROUTER_CH_STDERR:
+		return 1;
+	case ROUTER_CH_STDDIAG:
+		return 2;
+	}
+	return -1;
+}
 
 static const struct proto_desc *desc_of(unsigned type)
 {
@@ -382,6 +403,27 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 	case PROTO_STDIN_ACK:
 		f->ack_bytes = get64(b + 4);
 		return PROTO_OK;
+	case PROTO_HELD:
+		f->held_state = b[4];
+		for (int i = 0; i < PROTO_HELD_CHANNELS; i++)
+			f->held[i] = get64(b + 5 + 8 * i);
+		if (f->held_state > PROTO_HELD_EXITED)
+			return fail(PROTO_ERR_FIELD, err, errlen,
+				    "HELD: state %u", f->held_state);
+		return PROTO_OK;
+	case PROTO_RESUME:
+		f->stdin_rx = get64(b + 4);
+		f->ack_bytes = get64(b + 12);
+		f->stdin_eof = b[20];
+		f->replay_bytes = get64(b + 21);
+		if (f->ack_bytes > f->stdin_rx || f->stdin_eof > 1)
+			return fail(PROTO_ERR_FIELD, err, errlen,
+				    "RESUME: stdin let go %llu > received "
+				    "%llu, or eof %u",
+				    (unsigned long long)f->ack_bytes,
+				    (unsigned long long)f->stdin_rx,
+				    f->stdin_eof);
+		return PROTO_OK;
 	}
 	return fail(PROTO_ERR_TYPE, err, errlen, "type %u", type);
 }
@@ -429,7 +471,8 @@ int proto_decode(struct proto_peer *p, const uint8_t *buf, size_t avail,
 			return fail(PROTO_ERR_ORDER, err, errlen,
 				    "second HELLO");
 	} else {
-		if (!p->greeted && type != PROTO_WELCOME && type != PROTO_ERROR)
+		if (!p->greeted && type != PROTO_WELCOME &&
+		    type != PROTO_ERROR && type != PROTO_HELD)
 			return fail(PROTO_ERR_ORDER, err, errlen,
 				    "%s before WELCOME", d->name);
 		if (p->greeted && type == PROTO_WELCOME)
@@ -587,6 +630,19 @@ static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 	case PROTO_STDIN_ACK:
 		b = put32(b, f->rank);
 		b = put64(b, f->ack_bytes);
+		break;
+	case PROTO_HELD:
+		b = put32(b, f->rank);
+		b = put8(b, f->held_state);
+		for (int i = 0; i < PROTO_HELD_CHANNELS; i++)
+			b = put64(b, f->held[i]);
+		break;
+	case PROTO_RESUME:
+		b = put32(b, f->rank);
+		b = put64(b, f->stdin_rx);
+		b = put64(b, f->ack_bytes);
+		b = put8(b, f->stdin_eof);
+		b = put64(b, f->replay_bytes);
 		break;
 	}
 	if (data_tail && with_data) {

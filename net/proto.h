@@ -27,7 +27,7 @@
 #include <sys/types.h>
 
 #define PROTO_MAGIC	  0x53464f49u /* "IOFS" as little-endian bytes */
-#define PROTO_VERSION	  3	      /* 3: HELLO carries a credential */
+#define PROTO_VERSION	  4	      /* 4: resume (HELD, RESUME) */
 #define PROTO_VERSION_MIN 2	      /* 2: STDIN_ACK (stdin credit) */
 #define PROTO_PAYLOAD_MAX (1u << 20)  /* bytes in one DATA/STDIN frame */
 #define PROTO_FRAME_MAX	  (PROTO_PAYLOAD_MAX + 1024u) /* length field limit */
@@ -52,7 +52,9 @@ enum proto_type {
 	PROTO_XON = 11,	      /* both  resume (rank, channel) */
 	PROTO_ACK = 12,	      /* D->F  cumulative receipt */
 	PROTO_STDIN_ACK = 13, /* F->D  stdin bytes a rank's queue let go */
-	PROTO_TYPE_MAX = 13,
+	PROTO_HELD = 14,      /* D->F  v4: what the daemon holds of a rank */
+	PROTO_RESUME = 15,    /* F->D  v4: stdin a rank's forwarder holds */
+	PROTO_TYPE_MAX = 15,
 };
 
 /* Which side decodes: a daemon decodes forwarder frames and vice versa. */
@@ -93,6 +95,7 @@ enum {
 	PROTO_REFUSED_ROUTER = 34, /* the router failed or is shutting down */
 	PROTO_REFUSED_AUTH = 35,   /* no valid credential (TCP, auth=munge) */
 	PROTO_REFUSED_LIMIT = 36,  /* a per-user limit (iofs(8) -o max_*) */
+	PROTO_REFUSED_RESUME = 37, /* resume refused: window over, other uid */
 };
 
 /* HELLO flags */
@@ -100,6 +103,10 @@ enum {
 	/* The forwarder reads the job name the daemon assigned in WELCOME
 	 * (it may differ from the one asked for: docs/filesystem.md). */
 	PROTO_HELLO_F_NAME = 1u << 0,
+	/* Version 4: this is a reconnect of a running job (its name is the
+	 * one WELCOME gave); the daemon answers with one HELD frame per
+	 * rank of the range before WELCOME or ERROR. */
+	PROTO_HELLO_F_RESUME = 1u << 1,
 };
 /* WELCOME flags */
 enum {
@@ -126,6 +133,14 @@ struct proto_hello {
 	size_t cred_len;
 };
 
+/* HELD: the rank's state in the daemon. */
+enum {
+	PROTO_HELD_RESERVED = 0, /* no RANK_START seen: send it again */
+	PROTO_HELD_RUNNING = 1,	 /* running, no EXIT seen */
+	PROTO_HELD_EXITED = 2,	 /* EXIT seen (or the rank ended) */
+};
+#define PROTO_HELD_CHANNELS 3 /* stdout, stderr, stddiag (in that order) */
+
 /* One decoded frame.  Only the fields of its type are meaningful. */
 struct proto_frame {
 	enum proto_type type;
@@ -149,7 +164,20 @@ struct proto_frame {
 	const char *msg;      /* ERROR text, borrowed */
 	size_t msg_len;
 	struct proto_hello hello; /* HELLO */
+	/* HELD: state (PROTO_HELD_*) and the bytes the daemon holds of each
+	 * output channel (index: proto_channel_index()) */
+	uint8_t held_state;
+	uint64_t held[PROTO_HELD_CHANNELS];
+	/* RESUME: stdin bytes of @rank received (stdin_rx) and let go
+	 * (ack_bytes) by the forwarder; stdin_eof: STDIN_EOF received;
+	 * replay_bytes: output of @rank it is about to send again */
+	uint64_t stdin_rx;
+	uint8_t stdin_eof;
+	uint64_t replay_bytes;
 };
+
+/* stdout 0, stderr 1, stddiag 2; -1 for anything else. */
+int proto_channel_index(uint32_t channel);
 
 /*
  * Per-connection decoder state.  Initialise with proto_peer_init(); the

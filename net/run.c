@@ -48,7 +48,7 @@ void run_log(iofs_log_t *log, int level, const char *fmt, ...)
 /* What parse_args() learns besides struct run_opts. */
 struct run_args {
 	struct run_opts *o;
-	bool have_rank, have_size, have_nspace;
+	bool have_rank, have_size, have_nspace, have_reconnect;
 };
 
 /* An option from the table below; its setter returns 0, RUN_ARGS_EXIT (done,
@@ -162,6 +162,53 @@ static int opt_strict(struct run_args *a, const struct run_option *t,
 	return 0;
 }
 
+/* Seconds 0..86400 (0: no resume) for --reconnect-timeout or
+ * $IOFS_RECONNECT_TIMEOUT. */
+static int parse_reconnect(const char *what, const char *arg, uint32_t *out)
+{
+	if (run_parse_u32(arg, out) || *out > 86400) {
+		fprintf(stderr,
+			"iofs-run: invalid %s '%s': seconds, 0 to 86400\n",
+			what, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int opt_reconnect(struct run_args *a, const struct run_option *t,
+			 const char *arg)
+{
+	a->have_reconnect = true;
+	return parse_reconnect("--reconnect-timeout", arg, &a->o->reconnect_s);
+}
+
+/* BYTES with an optional K, M or G suffix (binary), 64K..1G. */
+static int opt_replay(struct run_args *a, const struct run_option *t,
+		      const char *arg)
+{
+	char *end;
+	unsigned long long v = strtoull(arg, &end, 10);
+	unsigned shift = 0;
+
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
+	if (end == arg || (shift ? end[1] != '\0' : *end != '\0') ||
+	    arg[0] == '-' || v > (1ull << 30) >> shift ||
+	    (v << shift) < (64u << 10)) {
+		fprintf(stderr,
+			"iofs-run: invalid --replay-buffer '%s': bytes (K, M, "
+			"G suffixes), 64K to 1G\n",
+			arg);
+		return -EINVAL;
+	}
+	a->o->replay_max = (size_t)(v << shift);
+	return 0;
+}
+
 static int opt_verbose(struct run_args *a, const struct run_option *t,
 		       const char *arg)
 {
@@ -226,6 +273,11 @@ static const struct run_option run_options[] = {
     {"raw", 0, NULL, "merged views: no line buffering", opt_dir,
      ROUTER_DIR_OUTPUT_RAW},
     {"strict", 0, NULL, "no daemon: fail instead of falling back", opt_strict},
+    {"reconnect-timeout", 0, "SECONDS",
+     "resume a broken link for up to SECONDS (0: no resume; default 300)",
+     opt_reconnect},
+    {"replay-buffer", 0, "BYTES",
+     "output kept while reconnecting (default 4M)", opt_replay},
     {"munge-socket", 0, "PATH", "munged's socket (TCP)", opt_str,
      .off = offsetof(struct run_opts, munge_socket)},
     {"verbose", 'v', NULL, "more messages (repeatable)", opt_verbose},
@@ -299,6 +351,10 @@ static int opt_defaults(struct run_args *a, iofs_log_t *log)
 	}
 	if (!o->addr)
 		o->addr = net_default_connect_addr();
+	const char *env = getenv("IOFS_RECONNECT_TIMEOUT");
+	if (!a->have_reconnect && env && *env &&
+	    parse_reconnect("$IOFS_RECONNECT_TIMEOUT", env, &o->reconnect_s))
+		return -EINVAL;
 	return 0;
 }
 
@@ -313,6 +369,8 @@ static int parse_args(struct run_opts *o, iofs_log_t *log, int argc,
 
 	opt_getopt(lo, so, sizeof(so));
 	o->count = 1;
+	o->reconnect_s = RUN_RECONNECT_DEFAULT_S;
+	o->replay_max = RUN_REPLAY_DEFAULT;
 	while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {
 		const struct run_option *t = opt_find(c);
 		int rc = t ? t->set(&a, t, optarg) : -EINVAL;
@@ -341,8 +399,13 @@ static void final_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct run *r = arg;
 
-	run_link_down(&r->link,
-		      "no final acknowledgement from the daemon within 10 s");
+	if (run_link_reconnecting(&r->link)) { /* its own timeout rules */
+		r->finishing = false;
+		return;
+	}
+	run_link_fallback(&r->link,
+			  "no final acknowledgement from the daemon within "
+			  "10 s");
 	event_base_loopbreak(r->base);
 }
 
@@ -351,7 +414,7 @@ static void run_check_finish(void *arg)
 {
 	struct run *r = arg;
 
-	if (!run_kids_done(&r->kids))
+	if (!run_kids_done(&r->kids) || run_link_reconnecting(&r->link))
 		return;
 	if (!run_link_up(&r->link) || run_link_settled(&r->link)) {
 		event_base_loopbreak(r->base);
@@ -456,9 +519,12 @@ int main(int argc, char **argv)
 	rc = r->link.failed_strict ? 1 : r->kids.exit_code;
 	if (r->link.xoff_rx || r->link.xon_rx)
 		run_log(r->log, LOG_INFO,
-			"XOFF received %llu, XON received %llu",
+			"XOFF received %llu, XON received %llu (%llu of them "
+			"by a link loss)",
 			(unsigned long long)r->link.xoff_rx,
-			(unsigned long long)r->link.xon_rx);
+			(unsigned long long)(r->link.xon_rx +
+					     r->link.xon_implicit),
+			(unsigned long long)r->link.xon_implicit);
 out_release:
 	release_run(r);
 	return rc;

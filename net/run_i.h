@@ -39,7 +39,13 @@ struct evbuffer;
 enum {
 	RUN_SUSP_XOFF = 1u << 0,   /* the daemon sent XOFF for it */
 	RUN_SUSP_CREDIT = 1u << 1, /* too much output not yet ACKed */
+	RUN_SUSP_REPLAY = 1u << 2, /* reconnecting: the replay buffer is full */
 };
+
+#define RUN_REPLAY_DEFAULT	  (4u << 20) /* --replay-buffer */
+#define RUN_RECONNECT_DEFAULT_S	  300	     /* --reconnect-timeout */
+#define RUN_RECONNECT_MIN_MS	  100	     /* first back-off */
+#define RUN_RECONNECT_MAX_MS	  5000	     /* back-off cap */
 
 /* What the command line and the launcher say (run.c fills it in). */
 struct run_opts {
@@ -51,6 +57,10 @@ struct run_opts {
 	uint32_t rank_base, count, size;
 	router_directives_t dirs;
 	bool strict;
+	/* --reconnect-timeout (else $IOFS_RECONNECT_TIMEOUT, else 300 s;
+	 * 0: no resume, protocol 2/3 as before) and --replay-buffer */
+	uint32_t reconnect_s;
+	size_t replay_max;
 	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
 	char **argv;
 };
@@ -133,8 +143,25 @@ void run_local_write(uint32_t channel, const uint8_t *buf, size_t len);
 struct unacked {
 	struct unacked *next;
 	uint32_t rank, channel;
+	uint64_t off; /* offset of bytes[0] in the (rank, channel) stream */
 	size_t len;
 	uint8_t bytes[];
+};
+
+/* What the link remembers of one rank across reconnects (run_resume.c). */
+struct rlrank {
+	uint64_t produced[PROTO_HELD_CHANNELS]; /* output bytes taken */
+	uint64_t held[PROTO_HELD_CHANNELS];	/* the last HELD */
+	uint8_t held_state;			/* PROTO_HELD_* */
+	bool got_held;
+	pid_t pid;	 /* 0 until started */
+	bool exited;	 /* EXIT due (sent or not) */
+	int wstatus;
+	uint64_t stdin_rx;   /* STDIN payload bytes received */
+	uint64_t stdin_done; /* let go (the last STDIN_ACK) */
+	bool stdin_eof_rx;   /* STDIN_EOF received */
+	bool stdin_xoff;     /* our last XOFF(stdin) / XON(stdin) */
+	uint32_t completed;  /* output channels at EOF (COMPLETE sent) */
 };
 
 struct run_link {
@@ -158,6 +185,17 @@ struct run_link {
 	struct unacked *uq_head, *uq_tail; /* owned */
 	size_t uq_bytes;
 	uint64_t xoff_rx, xon_rx;
+	/* Resume (run_resume.c) */
+	struct rlrank *rs;	   /* o->count entries, owned */
+	uint16_t version;	   /* the protocol spoken (4: resumable) */
+	bool reconnecting;	   /* down, trying to resume */
+	bool gave_up;		   /* fell back to the terminal for good */
+	struct event *retry_ev;	   /* next attempt */
+	int64_t down_ms;	   /* when the link went down */
+	unsigned backoff_ms;
+	uint64_t reconnects, replayed, dup_dropped, lost_bytes;
+	uint64_t xon_implicit;	   /* XOFF latches cleared by a link loss */
+	uint64_t handover_local;   /* bytes printed here at the hand-over */
 };
 
 /* The children's view of the link (struct run_kids_ops, ctx: the link). */
@@ -178,6 +216,35 @@ bool run_link_settled(const struct run_link *l);
 void run_link_down(struct run_link *l, const char *why);
 /* Idempotent. */
 void run_link_release(struct run_link *l);
+/* Give up on the daemon for good: print what it has not acknowledged
+ * (or, after an exact hand-over, what it does not hold) and from now on
+ * everything on our terminal. */
+void run_link_fallback(struct run_link *l, const char *why);
+/* Down but trying to resume: the job is not finished. */
+bool run_link_reconnecting(const struct run_link *l);
+
+/* run_link.c, for run_resume.c */
+/* Connect, HELLO (@resume: PROTO_HELLO_F_RESUME), read HELD frames and
+ * WELCOME.  The socket (>= 0), or -errno with @why; -EREMOTEIO when
+ * the daemon answered ERROR (@code set; a refused connect() is
+ * -ECONNREFUSED). */
+int run_link_greet(struct run_link *l, bool resume, int64_t deadline,
+		   uint32_t *code, char *why, size_t whylen);
+/* Drop the socket, keep the replay queue. */
+void run_link_close(struct run_link *l);
+/* Send (nothing if down). */
+void run_link_send(struct run_link *l, const struct proto_frame *f);
+
+/* run_resume.c */
+/* The link broke: start reconnecting (true), or false if it cannot
+ * resume (then the caller falls back). */
+bool run_resume_start(struct run_link *l, const char *why);
+/* Output taken while down (queued; may pause the pipes). */
+void run_resume_queue_full(struct run_link *l);
+/* A greeting succeeded after a resume HELLO: apply HELD, replay. */
+void run_resume_replay(struct run_link *l);
+/* Exact hand-over after the daemon declined a resume with HELD. */
+void run_resume_release(struct run_link *l);
 
 /* run_env.c: what the launcher that started us says (innermost wins). */
 struct run_env {

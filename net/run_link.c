@@ -2,9 +2,9 @@
 /*
  * iofs-run: the connection to the daemon.  Connect and greet synchronously
  * (bounded), then a bufferevent on the main loop.  Every DATA frame is kept
- * until the daemon's cumulative ACK covers it, so when the link fails the
- * unacknowledged output is replayed on our own stdout/stderr: nothing is
- * lost (a byte whose ACK was lost in flight may show twice).
+ * until the daemon's cumulative ACK covers it, so when the link fails it
+ * is sent again after a resume (run_resume.c, protocol 4), or written on
+ * our own stdout/stderr when we give up: nothing is lost.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -219,38 +219,55 @@ static void take_name(struct run_link *l, const struct proto_frame *welcome)
 	l->o->nspace[welcome->name_len] = '\0';
 }
 
-int run_link_open(struct run_link *l)
+/* One HELD frame of a resume answer: remember it for the replay. */
+static int take_held(struct run_link *l, const struct proto_frame *f)
 {
-	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
-	char why[PROTO_MSG_MAX + 128];
+	struct rlrank *rs = &l->rs[f->rank - l->o->rank_base];
+
+	rs->got_held = true;
+	rs->held_state = f->held_state;
+	memcpy(rs->held, f->held, sizeof(rs->held));
+	return 0;
+}
+
+int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
+		   char *why, size_t whylen)
+{
 	char host[PROTO_HOST_MAX + 1] = "";
 	uint8_t buf[PROTO_HEAD_MAX + PROTO_MSG_MAX + 64];
 
-	l->fd = -1;
+	*code = 0;
+	framer_release(&l->fr);
 	if (framer_init(&l->fr, PROTO_ROLE_FORWARDER, &link_framer_ops, l) <
 	    0) {
-		snprintf(why, sizeof(why), "out of memory");
-		goto fallback;
+		snprintf(why, whylen, "out of memory");
+		return -ENOMEM;
 	}
 	proto_peer_set_ranks(&l->fr.dec, l->o->rank_base, l->o->count);
-	int fd = connect_to(l, why, sizeof(why), dl);
+	int fd = connect_to(l, why, whylen, dl);
 	if (fd < 0)
-		goto fallback;
+		return fd;
 	gethostname(host, sizeof(host) - 1);
-	/* TCP: prove who we are with MUNGE (protocol 3); a Unix socket's
-	 * SO_PEERCRED does that already (protocol 2, any daemon). */
+	/* TCP: prove who we are with MUNGE (protocol 3 and 4); a Unix
+	 * socket's SO_PEERCRED does that already (protocol 2, any daemon,
+	 * when we do not resume). */
 	bool tcp = strncmp(l->o->addr, "tcp:", 4) == 0;
 	char *cred = NULL, mwhy[256] = "";
 	if (tcp && auth_encode(auth_socket(l->o->munge_socket), l->o->nspace,
 			       l->o->rank_base, l->o->count, &cred, mwhy,
 			       sizeof(mwhy)) < 0)
 		cred = NULL; /* a daemon with -o auth=none does without */
+	uint16_t version = l->version ? l->version
+			   : l->o->reconnect_s ? PROTO_VERSION
+			   : tcp	       ? 3
+					       : 2;
 	struct proto_frame f = {
 	    .type = PROTO_HELLO,
-	    .hello = {.version = tcp ? PROTO_VERSION : 2,
-		      .flags = PROTO_HELLO_F_NAME,
-		      .cred = cred,
-		      .cred_len = cred ? strlen(cred) : 0,
+	    .hello = {.version = version,
+		      .flags = PROTO_HELLO_F_NAME |
+			       (resume ? PROTO_HELLO_F_RESUME : 0),
+		      .cred = version >= 3 ? cred : NULL,
+		      .cred_len = cred && version >= 3 ? strlen(cred) : 0,
 		      .rank_base = l->o->rank_base,
 		      .rank_count = l->o->count,
 		      .job_size = l->o->size,
@@ -268,22 +285,69 @@ int run_link_open(struct run_link *l)
 	free(cred);
 	int rc = n < 0 ? (int)n : write_all(fd, buf, (size_t)n, dl);
 	if (rc < 0) {
-		snprintf(why, sizeof(why), "sending HELLO to %s: %s",
-			 l->o->addr, strerror(-rc));
-		goto fallback_close;
+		snprintf(why, whylen, "sending HELLO to %s: %s", l->o->addr,
+			 strerror(-rc));
+		goto out_close;
 	}
+	for (uint32_t i = 0; l->rs && i < l->o->count; i++)
+		l->rs[i].got_held = false;
 	struct proto_frame reply;
-	rc = read_frame(l, fd, buf, sizeof(buf), &reply, why, sizeof(why), dl);
-	if (rc < 0)
-		goto fallback_close;
+	for (;;) {
+		rc = read_frame(l, fd, buf, sizeof(buf), &reply, why, whylen,
+				dl);
+		if (rc < 0)
+			goto out_close;
+		if (reply.type != PROTO_HELD)
+			break;
+		if (!resume || !l->rs) {
+			snprintf(why, whylen, "%s sent HELD unasked",
+				 l->o->addr);
+			rc = -EPROTO;
+			goto out_close;
+		}
+		take_held(l, &reply);
+	}
 	if (reply.type == PROTO_ERROR) {
-		snprintf(why, sizeof(why), "%s refused the job: %.*s%s%s%s",
+		*code = reply.code;
+		snprintf(why, whylen, "%s refused the job: %.*s%s%s%s",
 			 l->o->addr, (int)reply.msg_len, reply.msg,
 			 mwhy[0] ? " (no credential sent: " : "", mwhy,
 			 mwhy[0] ? ")" : "");
-		goto fallback_close;
+		rc = -EREMOTEIO;
+		goto out_close;
 	}
+	l->version = version;
 	take_name(l, &reply);
+	return fd;
+
+out_close:
+	close(fd);
+	return rc;
+}
+
+int run_link_open(struct run_link *l)
+{
+	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
+	char why[PROTO_MSG_MAX + 128];
+	uint32_t code;
+
+	l->fd = -1;
+	l->rs = calloc(l->o->count, sizeof(*l->rs));
+	if (!l->rs) {
+		snprintf(why, sizeof(why), "out of memory");
+		goto fallback;
+	}
+	int fd = run_link_greet(l, false, dl, &code, why, sizeof(why));
+	if (fd == -EREMOTEIO && code == PROTO_ERR_VERSION &&
+	    l->o->reconnect_s) {
+		/* A daemon older than protocol 4: no resume with it. */
+		run_log(l->log, LOG_INFO, "%s; speaking the older protocol",
+			why);
+		l->o->reconnect_s = 0;
+		fd = run_link_greet(l, false, dl, &code, why, sizeof(why));
+	}
+	if (fd < 0)
+		goto fallback;
 	l->fd = fd;
 	l->linked = true;
 	run_log(l->log, LOG_INFO, "connected to %s: job '%s' ranks %u..%u",
@@ -291,10 +355,8 @@ int run_link_open(struct run_link *l)
 		l->o->rank_base + l->o->count - 1);
 	return 0;
 
-fallback_close:
-	close(fd);
 fallback:
-	run_link_down(l, why);
+	run_link_fallback(l, why);
 	return -ENOTCONN;
 }
 
@@ -307,8 +369,15 @@ static void send_frame(struct run_link *l, const struct proto_frame *f)
 		framer_send(l->bev, f);
 }
 
+void run_link_send(struct run_link *l, const struct proto_frame *f)
+{
+	send_frame(l, f);
+}
+
 static void credit_update(struct run_link *l)
 {
+	if (!l->linked)
+		return;
 	if (l->uq_bytes > RUN_CREDIT_HIGH)
 		run_kids_suspend_all(l->kids, RUN_SUSP_CREDIT, true);
 	else if (l->uq_bytes <= RUN_CREDIT_LOW || !l->linked)
@@ -321,12 +390,20 @@ static bool kops_linked(void *ctx)
 	return ((struct run_link *)ctx)->linked;
 }
 
+static struct rlrank *rl(struct run_link *l, uint32_t rank)
+{
+	return &l->rs[rank - l->o->rank_base];
+}
+
 static void kops_rank_start(void *ctx, uint32_t rank, pid_t pid)
 {
+	struct run_link *l = ctx;
 	struct proto_frame f = {
 	    .type = PROTO_RANK_START, .rank = rank, .pid = (uint32_t)pid};
 
-	send_frame(ctx, &f);
+	if (l->rs)
+		rl(l, rank)->pid = pid;
+	send_frame(l, &f);
 }
 
 static void kops_data(void *ctx, uint32_t rank, uint32_t channel,
@@ -334,18 +411,23 @@ static void kops_data(void *ctx, uint32_t rank, uint32_t channel,
 {
 	struct run_link *l = ctx;
 
-	if (!l->linked) {
+	if (!l->linked && !l->reconnecting) {
 		run_local_write(channel, buf, len);
 		return;
 	}
 	struct unacked *u = malloc(sizeof(*u) + len);
-	if (!u) {
+	if (!u) { /* only while linked: the resume queue is bounded */
+		run_log(l->log, LOG_ERR, "out of memory: link given up");
+		run_link_fallback(l, "out of memory");
 		run_local_write(channel, buf, len);
 		return;
 	}
+	int ci = proto_channel_index(channel);
 	u->next = NULL;
 	u->rank = rank;
 	u->channel = channel;
+	u->off = rl(l, rank)->produced[ci];
+	rl(l, rank)->produced[ci] += len;
 	u->len = len;
 	memcpy(u->bytes, buf, len);
 	if (l->uq_tail)
@@ -354,6 +436,10 @@ static void kops_data(void *ctx, uint32_t rank, uint32_t channel,
 		l->uq_head = u;
 	l->uq_tail = u;
 	l->uq_bytes += len;
+	if (l->reconnecting) { /* kept for the resume */
+		run_resume_queue_full(l);
+		return;
+	}
 	struct proto_frame f = {.type = PROTO_DATA,
 				.rank = rank,
 				.channel = channel,
@@ -367,27 +453,36 @@ static void kops_data(void *ctx, uint32_t rank, uint32_t channel,
 
 static void kops_complete(void *ctx, uint32_t rank, uint32_t channel)
 {
+	struct run_link *l = ctx;
 	struct proto_frame f = {
 	    .type = PROTO_COMPLETE, .rank = rank, .channel = channel};
 
-	send_frame(ctx, &f);
+	if (l->rs)
+		rl(l, rank)->completed |= channel; /* again after a resume */
+	send_frame(l, &f);
 }
 
 static void kops_stdin_flow(void *ctx, uint32_t rank, bool xoff)
 {
+	struct run_link *l = ctx;
 	struct proto_frame f = {.type = xoff ? PROTO_XOFF : PROTO_XON,
 				.rank = rank,
 				.channel = ROUTER_CH_STDIN};
 
-	send_frame(ctx, &f);
+	if (l->rs)
+		rl(l, rank)->stdin_xoff = xoff; /* re-sent after a resume */
+	send_frame(l, &f);
 }
 
 static void kops_stdin_ack(void *ctx, uint32_t rank, uint64_t done)
 {
+	struct run_link *l = ctx;
 	struct proto_frame f = {
 	    .type = PROTO_STDIN_ACK, .rank = rank, .ack_bytes = done};
 
-	send_frame(ctx, &f);
+	if (l->rs)
+		rl(l, rank)->stdin_done = done; /* told in RESUME */
+	send_frame(l, &f);
 }
 
 static void kops_exit(void *ctx, uint32_t rank, int wstatus)
@@ -401,6 +496,10 @@ static void kops_exit(void *ctx, uint32_t rank, int wstatus)
 	} else {
 		f.how = PROTO_EXIT_CODE;
 		f.code = (uint32_t)WEXITSTATUS(wstatus);
+	}
+	if (l->rs) {
+		rl(l, rank)->exited = true;
+		rl(l, rank)->wstatus = wstatus;
 	}
 	if (l->bev) {
 		send_frame(l, &f);
@@ -442,6 +541,7 @@ static int on_ack(void *ctx, const struct proto_frame *f)
 		if (u->len > drop) { /* ACKs cover whole frames; be safe */
 			memmove(u->bytes, u->bytes + drop, u->len - drop);
 			u->len -= drop;
+			u->off += drop;
 			l->uq_bytes -= drop;
 			break;
 		}
@@ -476,6 +576,7 @@ static int on_stdin(void *ctx, const struct proto_frame *f)
 {
 	struct run_link *l = ctx;
 
+	rl(l, f->rank)->stdin_rx += f->len;
 	run_kids_stdin_push(l->kids, f->rank, f->data, f->len);
 	return link_alive(l);
 }
@@ -484,6 +585,7 @@ static int on_stdin_eof(void *ctx, const struct proto_frame *f)
 {
 	struct run_link *l = ctx;
 
+	rl(l, f->rank)->stdin_eof_rx = true;
 	run_kids_stdin_eof(l->kids, f->rank);
 	return link_alive(l);
 }
@@ -495,7 +597,7 @@ static int on_error(void *ctx, const struct proto_frame *f)
 
 	snprintf(why, sizeof(why), "daemon closed the job: %.*s",
 		 (int)f->msg_len, f->msg);
-	run_link_down(l, why);
+	run_link_fallback(l, why); /* an ERROR is final: no resume */
 	return -ECONNRESET;
 }
 
@@ -598,8 +700,9 @@ int run_link_start(struct run_link *l)
 	return 0;
 }
 
-void run_link_release(struct run_link *l)
+void run_link_close(struct run_link *l)
 {
+	l->linked = false;
 	if (l->rev) {
 		event_free(l->rev); /* before the bufferevent closes the fd */
 		l->rev = NULL;
@@ -613,6 +716,17 @@ void run_link_release(struct run_link *l)
 		close(l->fd);
 		l->fd = -1;
 	}
+}
+
+bool run_link_reconnecting(const struct run_link *l)
+{
+	return l->reconnecting;
+}
+
+void run_link_release(struct run_link *l)
+{
+	run_link_close(l);
+	run_resume_release(l);
 	while (l->uq_head) {
 		struct unacked *u = l->uq_head;
 		l->uq_head = u->next;
@@ -620,37 +734,6 @@ void run_link_release(struct run_link *l)
 	}
 	l->uq_tail = NULL;
 	l->uq_bytes = 0;
-}
-
-void run_link_down(struct run_link *l, const char *why)
-{
-	bool was = l->linked;
-
-	l->linked = false;
-	if (!l->warned) {
-		l->warned = true;
-		run_log(l->log, LOG_WARNING, "%s; %s", why,
-			l->o->strict ? "giving up (--strict)"
-				     : "output continues on this terminal");
-	}
-	if (l->o->strict && !l->failed_strict) {
-		l->failed_strict = true;
-		run_kids_signal(l->kids, SIGTERM);
-	}
-	/* Replay what the daemon has not acknowledged. */
-	uint64_t replayed = 0;
-	for (struct unacked *u = l->uq_head; u; u = u->next) {
-		run_local_write(u->channel, u->bytes, u->len);
-		replayed += u->len;
-	}
-	if (replayed)
-		run_log(l->log, LOG_INFO, "replayed %llu unacknowledged bytes",
-			(unsigned long long)replayed);
-	run_link_release(l);
-	if (!was)
-		return;
-	run_kids_unlinked(l->kids);
-	l->settled(l->settled_ctx);
 }
 
 void run_link_init(struct run_link *l, struct event_base *base,

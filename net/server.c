@@ -64,6 +64,10 @@ int net_server_new(struct event_base *base, router_t *r,
 			"*** -o auth=none: TCP forwarders are NOT "
 			"authenticated; anyone who reaches a TCP listener can "
 			"run jobs as any uid and read their stdin ***");
+	if (conn_resume_arm_restored(s) < 0) {
+		free(s);
+		return -ENOMEM;
+	}
 	*out = s;
 	return 0;
 }
@@ -385,6 +389,8 @@ void net_server_free(net_server_t *s)
 	while (s->conns)
 		conn_destroy(s->conns);
 	conn_admit_report(s);
+	if (s->restored_timer)
+		event_free(s->restored_timer);
 	strmap_release(&s->conns_by_ns);
 	uidmap_release(&s->uids);
 	auth_worker_free(s->auth);

@@ -45,6 +45,11 @@ struct net_server_config {
 	enum net_auth auth;
 	const char *munge_socket; /* NULL: $MUNGE_SOCKET, libmunge default */
 	struct net_limits limits;
+	/* -o resume_window=S: how long the ranks of a broken version 4
+	 * connection wait for their forwarder (0: lost at once); unset:
+	 * NET_RESUME_WINDOW_S. */
+	uint32_t resume_window_s;
+	bool resume_window_set;
 	/* Borrowed, outlives the server; NULL = stderr.  Messages carry the
 	 * module "net"; every frame is logged at LOG_DEBUG. */
 	iofs_log_t *log;
@@ -79,6 +84,8 @@ void net_server_stop_listening(net_server_t *s);
  * Call it BEFORE router_free(): it still calls into the router.  Deliveries
  * still pending in the router are orphaned and freed by their callbacks. */
 void net_server_free(net_server_t *s);
+
+#define NET_RESUME_WINDOW_S 300
 
 /* The system daemon's socket, in a directory the daemon owns (the systemd
  * unit's RuntimeDirectory=iofs), and the older one directly in /run. */

@@ -71,6 +71,7 @@ enum {
 	STDIN_SUSP_PEER = 1u << 0,   /* the forwarder sent XOFF(stdin) */
 	STDIN_SUSP_OUTBUF = 1u << 1, /* our output buffer is full */
 	STDIN_SUSP_CREDIT = 1u << 2, /* too much stdin unacknowledged */
+	STDIN_SUSP_DETACHED = 1u << 3, /* no connection: waiting for a resume */
 };
 
 enum crank_state {
@@ -92,6 +93,15 @@ struct crank {
 	bool stdin_xoff;      /* what the router was last told */
 	uint64_t stdin_sent;  /* STDIN payload bytes sent to the forwarder */
 	uint64_t stdin_acked; /* ... of which STDIN_ACK says it let go */
+	/* Resume (conn_resume.c).  stdin_keep: the STDIN bytes from
+	 * stdin_acked to stdin_sent (owned, NULL until the first), re-sent
+	 * from the forwarder's count after a reconnect. */
+	struct evbuffer *stdin_keep;
+	bool stdin_eof_sent;	/* the router's EOF was passed on */
+	bool await_resume;	/* resumed: stdin waits for its RESUME */
+	uint64_t replay_pending; /* RESUME's replay_bytes before RANK_START */
+	unsigned out_latch;	/* output channels XOFFed (ROUTER_CH_*) */
+	uint64_t held[PROTO_HELD_CHANNELS]; /* DATA bytes taken, per channel */
 };
 
 /* An entry of a connection's in-order FIFO: a delivery or an EXIT. */
@@ -100,6 +110,7 @@ struct dq_entry {
 	struct conn *c; /* NULL once the connection is gone (orphan) */
 	bool is_exit;
 	bool done; /* the router's callback fired (deliveries) */
+	bool old;  /* from before a resume: not in this connection's ACK */
 	uint32_t rank_idx;
 	int exit_status; /* EXIT: router convention */
 	size_t len;
@@ -151,6 +162,14 @@ struct conn {
 	bool quiet_fail; /* conn_fail() logs at debug level (logged already) */
 	bool dead;     /* closed, waiting for the kick to free it */
 	bool out_full; /* output > CONN_STDIN_HIGH: stdin XOFFed for it */
+	/* Resume (conn_resume.c).  detached: the socket is gone, the ranks
+	 * wait for their forwarder until resume_timer fires. */
+	bool detached;
+	bool detach_pending; /* socket ended, conn_service() detaches */
+	struct event *resume_timer;
+	struct conn *handoff; /* resume HELLO: the detached conn to wake */
+	bool resume_fresh;    /* resume HELLO for a job this daemon lacks */
+	uint64_t resumes;     /* times this conn's ranks were resumed */
 
 	struct dq_entry *dq_head, *dq_tail; /* owned, in frame order */
 	size_t dq_bytes;
@@ -195,6 +214,7 @@ struct net_server {
 	uint64_t unlogged[LIM_N]; /* refusals since the last log line */
 	uint64_t logged_ms[LIM_N];
 	uint64_t next_id;
+	struct event *restored_timer; /* conn_resume_arm_restored() */
 };
 
 void srv_log(net_server_t *s, int level, const char *fmt, ...)
@@ -241,9 +261,43 @@ int conn_name_assign(struct conn *c, uint32_t base, uint32_t count);
  * socket; send ERROR with a logged reason and close (idempotent), and
  * return the negative errno for @code (the rule in net_i.h). */
 void conn_kick(struct conn *c);
+int conn_attach_socket(struct conn *d, struct conn *n);
 void conn_reading(struct conn *c, bool on);
 int conn_fail(struct conn *c, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* conn_resume.c: reconnects (docs/protocol.md, "Resume"). */
+/* The socket of @c ended: may its ranks wait for a resume (version 4,
+ * ranks not ended, a window)?  Then conn_resume_detach() (from
+ * conn_service(), outside the socket's callbacks) drops the socket and
+ * arms the window. */
+bool conn_resume_wants(const struct conn *c);
+void conn_resume_detach(struct conn *c);
+/* The resume window in seconds (-o resume_window). */
+unsigned conn_resume_window(const net_server_t *s);
+/* A resume HELLO passed authentication: find its detached conn (or
+ * restored ranks), check the owner.  1: handled (handoff pending or
+ * answered), 0: a fresh job (admit as usual, then conn_resume_welcome),
+ * or a negative errno after conn_fail(). */
+int conn_resume_admit(struct conn *c, uint32_t base, uint32_t count);
+/* conn_service() of a conn with a handoff: move the socket. */
+void conn_resume_handoff(struct conn *c);
+/* conn_resume_admit() answered 2: @c's ranks exist in @job, restored
+ * from the spool and waiting; take them (after c->ranks is set up). */
+void conn_resume_take(struct conn *c, router_job_t *job);
+/* Ranks restored running from the spool wait this long (server start). */
+int conn_resume_arm_restored(net_server_t *s);
+extern const struct router_source_ops conn_source_ops;
+/* Before WELCOME to a resume HELLO: one HELD frame per rank. */
+void conn_resume_held(struct conn *c);
+/* A RESUME frame (v4). */
+int conn_resume_frame(struct conn *c, const struct proto_frame *f);
+/* Keep @len stdin bytes of @cr until STDIN_ACKed.  0 or -ENOMEM. */
+int conn_resume_keep(struct crank *cr, const uint8_t *p, size_t len);
+/* STDIN_ACK moved to @acked: drop kept bytes. */
+void conn_resume_acked(struct crank *cr, uint64_t acked);
+/* Teardown of one rank's resume state.  Idempotent. */
+void conn_resume_release(struct crank *cr);
 
 /* conn_dq.c: the delivery FIFO. */
 /* Mark @cr ended in the router (once). */

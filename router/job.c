@@ -514,6 +514,36 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
 	job_check_complete(job);
 }
 
+void router_rank_set_link(router_rank_t *rank, enum router_link link,
+			  uint64_t reconnects)
+{
+	if (!rank)
+		return;
+	rank->link = link;
+	rank->reconnects = reconnects;
+}
+
+int router_rank_adopt_source(router_rank_t *rank,
+			     const struct router_source_ops *ops, void *ctx)
+{
+	if (!rank || rank->state != ROUTER_STATE_RUNNING || rank->ops)
+		return ROUTER_ERR_EXISTS;
+	rank->ops = ops;
+	rank->ctx = ctx;
+	return ROUTER_SUCCESS;
+}
+
+void router_rank_count_replayed(router_rank_t *rank, uint64_t bytes)
+{
+	if (rank)
+		rank->replayed += bytes;
+}
+
+bool router_rank_has_source(const router_rank_t *rank)
+{
+	return rank && rank->ops;
+}
+
 void job_shutdown(router_job_t *job)
 {
 	job->complete = true;
@@ -652,6 +682,10 @@ static void add_rank(struct router_stats *o, const router_rank_t *rank)
 			  stream_store_held(&rank->ch[CI_ERR].s);
 	o->stdin_discarded += rank->stdin_discarded;
 	o->stdin_unacked += rank->stdin_unacked;
+	o->reconnects += rank->reconnects;
+	o->replayed += rank->replayed;
+	o->ranks_waiting += rank->state == ROUTER_STATE_RUNNING &&
+			    rank->link == ROUTER_LINK_WAITING;
 }
 
 void router_rank_stats(const router_rank_t *rank, struct router_stats *out)
@@ -665,6 +699,7 @@ void router_rank_stats(const router_rank_t *rank, struct router_stats *out)
 	out->gid = rank->job->gid;
 	out->ranks = 1;
 	out->job_size = rank->job->job_size;
+	out->link = rank->link;
 	add_rank(out, rank);
 }
 

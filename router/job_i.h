@@ -59,6 +59,10 @@ struct router_rank {
 	bool had_writer;  /* some writer has been attached */
 	bool eof_sent;	  /* EOF forwarded or queued: no more pushes */
 	bool pumping;	  /* inside rank_pump(): ops->stdin_write running */
+	/* The producer's link (router_rank_set_link), for info. */
+	enum router_link link;
+	uint64_t reconnects;
+	uint64_t replayed; /* output its forwarder sent again after resumes */
 };
 
 struct merged {

@@ -316,6 +316,31 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
                       int exit_status);
 
 /*
+ * The producer's link to the daemon (a forwarder's connection), shown in
+ * the rank's info as "link:" and "reconnects:".  ROUTER_LINK_NONE: no
+ * link to speak of (PMIx, restored ranks).  Loop thread.
+ */
+enum router_link {
+	ROUTER_LINK_NONE = 0,
+	ROUTER_LINK_UP = 1,	 /* "connected" */
+	ROUTER_LINK_WAITING = 2, /* "reconnecting": waiting for a resume */
+};
+void router_rank_set_link(router_rank_t *rank, enum router_link link,
+			  uint64_t reconnects);
+/* @bytes of the rank's output its forwarder is sending again after a
+ * resume (counted as bytes_replayed in its info). */
+void router_rank_count_replayed(router_rank_t *rank, uint64_t bytes);
+/*
+ * A running rank without source ops (restored from the spool, waiting for
+ * its forwarder) gets @ops/@ctx: its producer is back.  ROUTER_SUCCESS,
+ * or ROUTER_ERR_EXISTS if it has ops already or is not running.
+ */
+int router_rank_adopt_source(router_rank_t *rank,
+			     const struct router_source_ops *ops, void *ctx);
+/* Has the rank source ops (a producer that can take XOFF or stdin)? */
+bool router_rank_has_source(const router_rank_t *rank);
+
+/*
  * Deliver forwarded output (PMIx_server_IOF_deliver(3) semantics).
  *
  * @source must name one rank.  An unregistered rank is registered on the fly
@@ -442,6 +467,11 @@ struct router_stats {
 	uint64_t spool_bytes;
 	/* Job only: attempts by other uids to join or replace it. */
 	uint64_t owner_refused;
+	/* Rank only: router_rank_set_link() */
+	enum router_link link;
+	uint64_t reconnects; /* job: the sum over its ranks */
+	uint32_t ranks_waiting; /* running ranks "reconnecting" (job: sum) */
+	uint64_t replayed;	/* router_rank_count_replayed() (job: sum) */
 };
 void router_job_stats(const router_job_t *job, struct router_stats *out);
 void router_rank_stats(const router_rank_t *rank, struct router_stats *out);

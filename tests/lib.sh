@@ -22,6 +22,9 @@ export IOFS_ADDR="$ADDR"
 # nobody cannot create it and runs without): DIR/<mountpoint>, removed
 # with $T, never the machine's /var/spool/iofs.
 export IOFS_SPOOL_DIR="$T/spool.d"
+# Forwarders fall back at once when their link breaks (protocol 2/3, as
+# the tests written before resume expect); the resume tests set their own.
+export IOFS_RECONNECT_TIMEOUT="${IOFS_RECONNECT_TIMEOUT:-0}"
 mkdir -p "$MNT"
 DAEMON_PID=
 TEST_NAME=$(basename "$0")
@@ -49,7 +52,9 @@ trap 'exit 130' INT TERM
 
 # start_daemon [iofs options...]: foreground daemon on $MNT listening on $ADDR
 start_daemon() {
-	"$IOFS" -f --listen "$ADDR" "$@" "$MNT" >"$T/iofs.log" 2>&1 &
+	# resume_window=0 unless the test says otherwise: a broken link
+	# loses the ranks at once, as the tests written before resume expect
+	"$IOFS" -f --listen "$ADDR" -o resume_window=0 "$@" "$MNT" >"$T/iofs.log" 2>&1 &
 	DAEMON_PID=$!
 	wait_for 10 is_mounted "$MNT" || fail "daemon did not mount $MNT"
 	wait_for 10 test -S "$SOCK" || fail "daemon did not listen on $SOCK"

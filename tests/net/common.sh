@@ -57,3 +57,5 @@ netns_pair() {
 	link_up() { ip -n "$NSF" -o link show "vf$$" | grep -q LOWER_UP && ip -n "$NSD" -o link show "vd$$" | grep -q LOWER_UP; }
 	wait_for 10 link_up || fail "veth link does not come up"
 }
+# state_is_link NSPACE RANK LINK: the rank's info says link: LINK (resume)
+state_is_link() { [ "$(info_get "$MNT/$1/$2/info" link)" = "$3" ]; }

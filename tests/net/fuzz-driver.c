@@ -46,7 +46,7 @@ static void add(struct seed *s, const struct proto_frame *f)
 	s->n += (size_t)n;
 }
 
-#define NSEEDS 5
+#define NSEEDS 6
 
 static size_t make_seeds(struct seed *seeds)
 {
@@ -137,6 +137,27 @@ static size_t make_seeds(struct seed *seeds)
 	hello.hello.version = 2;
 	hello.hello.cred_len = 0;
 	add(s, &hello);
+	/* 5: a version 4 resume: HELLO, RESUME per rank (daemon's view)
+	 * and HELD (decoded by a forwarder: the first byte says which). */
+	s = &seeds[k++];
+	s->b[s->n++] = 0;
+	hello.hello.version = PROTO_VERSION;
+	hello.hello.flags = PROTO_HELLO_F_NAME | PROTO_HELLO_F_RESUME;
+	add(s, &hello);
+	for (uint32_t r = 0; r < 4; r++) {
+		struct proto_frame f = {.type = PROTO_RESUME,
+					.rank = r,
+					.stdin_rx = 10 * r,
+					.ack_bytes = 5 * r,
+					.stdin_eof = r & 1,
+					.replay_bytes = 7 * r};
+		add(s, &f);
+		f = (struct proto_frame){.type = PROTO_HELD,
+					 .rank = r,
+					 .held_state = (uint8_t)(r % 3),
+					 .held = {r, 2 * r, 3 * r}};
+		add(s, &f);
+	}
 	return k;
 }
 

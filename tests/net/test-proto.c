@@ -146,7 +146,7 @@ static void test_hello_round_trip(void **state)
 	f.hello.cred_len = sizeof(cred);
 	proto_peer_init(&p, PROTO_ROLE_DAEMON);
 	round_trip(&p, &f, &out);
-	assert_int_equal(out.hello.version, 3);
+	assert_int_equal(out.hello.version, PROTO_VERSION);
 	assert_int_equal(out.hello.cred_len, PROTO_CRED_MAX);
 	assert_memory_equal(out.hello.cred, cred, PROTO_CRED_MAX);
 	/* Version 2 (no credential field) is still accepted. */
@@ -259,6 +259,52 @@ static void test_forwarder_frames_round_trip(void **state)
 	round_trip(&p, &a, &out);
 	assert_true(out.ack_bytes == 0x123456789abcULL);
 	assert_int_equal(out.ack_exits, 3);
+}
+
+/* Version 4: HELD (before WELCOME too) and RESUME; bad fields refused. */
+static void test_resume_frames(void **state)
+{
+	struct proto_peer p;
+	struct proto_frame out;
+
+	proto_peer_init(&p, PROTO_ROLE_FORWARDER);
+	proto_peer_set_ranks(&p, 4, 4);
+	struct proto_frame h = {.type = PROTO_HELD,
+				.rank = 5,
+				.held_state = PROTO_HELD_RUNNING,
+				.held = {1ull << 40, 7, 0}};
+	round_trip(&p, &h, &out); /* before WELCOME: allowed */
+	assert_false(p.greeted);
+	assert_int_equal(out.held_state, PROTO_HELD_RUNNING);
+	assert_true(out.held[0] == 1ull << 40 && out.held[1] == 7);
+	h.held_state = 3;
+	ssize_t n = proto_encode(&h, buf, sizeof(buf));
+	size_t used;
+	assert_int_equal(proto_decode(&p, buf, (size_t)n, &out, &used, err,
+				      sizeof(err)),
+			 PROTO_ERR_FIELD);
+	greeted_daemon(&p);
+	struct proto_frame r = {.type = PROTO_RESUME,
+				.rank = 4,
+				.stdin_rx = 100,
+				.ack_bytes = 60,
+				.stdin_eof = 1,
+				.replay_bytes = 1ull << 33};
+	round_trip(&p, &r, &out);
+	assert_true(out.stdin_rx == 100 && out.ack_bytes == 60);
+	assert_true(out.replay_bytes == 1ull << 33);
+	assert_int_equal(out.stdin_eof, 1);
+	r.ack_bytes = 101; /* let go more than received */
+	n = proto_encode(&r, buf, sizeof(buf));
+	assert_int_equal(proto_decode(&p, buf, (size_t)n, &out, &used, err,
+				      sizeof(err)),
+			 PROTO_ERR_FIELD);
+	/* HELD is not for the daemon, RESUME not for the forwarder. */
+	h.held_state = 0;
+	n = proto_encode(&h, buf, sizeof(buf));
+	assert_int_equal(proto_decode(&p, buf, (size_t)n, &out, &used, err,
+				      sizeof(err)),
+			 PROTO_ERR_DIRECTION);
 }
 
 static void test_head_plus_data(void **state)
@@ -687,6 +733,7 @@ int main(void)
 	    cmocka_unit_test(test_hello_round_trip),
 	    cmocka_unit_test(test_daemon_frames_round_trip),
 	    cmocka_unit_test(test_forwarder_frames_round_trip),
+	    cmocka_unit_test(test_resume_frames),
 	    cmocka_unit_test(test_head_plus_data),
 	    cmocka_unit_test(test_encode_rejects),
 	    cmocka_unit_test(test_bad_header),

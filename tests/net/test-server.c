@@ -43,7 +43,10 @@ static int setup(void **state)
 	assert_int_equal(iofs_log_new("test-server", &c->lg), 0);
 	if (!getenv("TEST_VERBOSE")) /* quiet: errors only */
 		iofs_log_set_level(c->lg, LOG_ERR);
-	struct net_server_config cfg = {.log = c->lg};
+	/* resume_window=0: a dropped connection loses its ranks at once (the
+	 * resume is tested end to end, tests/net/resume-*.sh) */
+	struct net_server_config cfg = {
+	    .log = c->lg, .resume_window_set = true, .resume_window_s = 0};
 	struct router_config rcfg = {.window = 64 * 1024, .log = c->lg};
 
 	evthread_use_pthreads();
@@ -202,6 +205,130 @@ static void start_rank(struct ctx *c, int fd, uint32_t rank)
 	struct proto_frame f = {
 	    .type = PROTO_RANK_START, .rank = rank, .pid = 100 + rank};
 	send_f(c, fd, &f);
+}
+
+/* A connection to @path. */
+static int client_at(struct ctx *c, const char *path)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	strcpy(sun.sun_path, path);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	spin(c, 3);
+	return fd;
+}
+
+static void send_hello4(struct ctx *c, int fd, const char *ns, bool resume)
+{
+	struct proto_frame f = {
+	    .type = PROTO_HELLO,
+	    .hello = {.version = 4,
+		      .flags = PROTO_HELLO_F_NAME |
+			       (resume ? PROTO_HELLO_F_RESUME : 0),
+		      .rank_base = 0,
+		      .rank_count = 1,
+		      .job_size = 1,
+		      .pid = 1,
+		      .nspace = ns,
+		      .nspace_len = strlen(ns),
+		      .host = "h",
+		      .host_len = 1},
+	};
+	send_f(c, fd, &f);
+}
+
+static void send_data(struct ctx *c, int fd, const char *text)
+{
+	struct proto_frame d = {.type = PROTO_DATA,
+				.rank = 0,
+				.channel = ROUTER_CH_STDOUT,
+				.data = (const uint8_t *)text,
+				.len = strlen(text)};
+	send_f(c, fd, &d);
+}
+
+/*
+ * Version 4 (docs/protocol.md, "Resume"): a broken connection's rank
+ * waits (link reconnecting, still running); a resume HELLO gets HELD (the
+ * bytes taken) before WELCOME, its ACK counts from 0, and the stream goes
+ * on; once the rank ended, a resume gets HELD (exited) and ERROR 37; a
+ * RESUME frame without a resume HELLO is an error.
+ */
+static void test_resume(void **state)
+{
+	struct ctx *c = *state;
+	struct net_server_config cfg = {
+	    .log = c->lg, .resume_window_set = true, .resume_window_s = 60};
+	char path[108], addr[120], err[256];
+	net_server_t *s;
+	struct proto_frame f;
+	struct router_stats st;
+
+	snprintf(path, sizeof(path), "/tmp/iofs-test-server-r.%d.sock",
+		 (int)getpid());
+	snprintf(addr, sizeof(addr), "unix:%s", path);
+	assert_int_equal(net_server_new(c->base, c->r, &cfg, &s), 0);
+	assert_int_equal(net_server_listen(s, addr, err, sizeof(err)), 0);
+
+	int a = client_at(c, path);
+	struct proto_peer pa = fwd_peer(0, 1);
+	send_hello4(c, a, "rj", false);
+	expect(c, a, &pa, PROTO_WELCOME, &f);
+	start_rank(c, a, 0);
+	send_data(c, a, "abc");
+	expect(c, a, &pa, PROTO_ACK, &f);
+	assert_true(f.ack_bytes == 3);
+	close(a);
+	spin(c, 10);
+	assert_int_equal(state_of(c, "rj", 0, &st), ROUTER_STATE_RUNNING);
+	assert_int_equal(st.link, ROUTER_LINK_WAITING);
+
+	int b = client_at(c, path);
+	struct proto_peer pb = fwd_peer(0, 1);
+	send_hello4(c, b, "rj", true);
+	expect(c, b, &pb, PROTO_HELD, &f);
+	assert_int_equal(f.held_state, PROTO_HELD_RUNNING);
+	assert_true(f.held[0] == 3 && f.held[1] == 0);
+	expect(c, b, &pb, PROTO_WELCOME, &f);
+	struct proto_frame r = {.type = PROTO_RESUME, .rank = 0};
+	send_f(c, b, &r);
+	send_data(c, b, "de");
+	expect(c, b, &pb, PROTO_ACK, &f);
+	assert_true(f.ack_bytes == 2); /* this connection's bytes only */
+	assert_int_equal(state_of(c, "rj", 0, &st), ROUTER_STATE_RUNNING);
+	assert_true(st.stdout_bytes == 5 && st.reconnects == 1);
+	assert_int_equal(st.link, ROUTER_LINK_UP);
+	struct proto_frame x = {.type = PROTO_EXIT, .rank = 0};
+	send_f(c, b, &x);
+	expect(c, b, &pb, PROTO_ACK, &f);
+	assert_int_equal(f.ack_exits, 1);
+	close(b);
+	spin(c, 10);
+	assert_int_equal(state_of(c, "rj", 0, &st), ROUTER_STATE_EXITED);
+
+	/* The job ended: a resume learns what is held, then ERROR 37. */
+	int d = client_at(c, path);
+	struct proto_peer pd = fwd_peer(0, 1);
+	send_hello4(c, d, "rj", true);
+	expect(c, d, &pd, PROTO_HELD, &f);
+	assert_int_equal(f.held_state, PROTO_HELD_EXITED);
+	assert_true(f.held[0] == 5);
+	expect(c, d, &pd, PROTO_ERROR, &f);
+	assert_int_equal(f.code, PROTO_REFUSED_RESUME);
+	close(d);
+
+	/* RESUME on a connection that did not ask to resume. */
+	int e = client_at(c, path);
+	struct proto_peer pe = fwd_peer(0, 1);
+	send_hello4(c, e, "rj2", false);
+	expect(c, e, &pe, PROTO_WELCOME, &f);
+	send_f(c, e, &r);
+	expect(c, e, &pe, PROTO_ERROR, &f);
+	assert_int_equal(f.code, PROTO_ERR_ORDER);
+	close(e);
+	spin(c, 10);
+	net_server_free(s);
+	assert_int_equal(access(path, F_OK), -1);
 }
 
 static void test_job_life(void **state)
@@ -419,6 +546,7 @@ static void test_flow_and_stdin(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_resume, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_life, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_flow_and_stdin, setup,

@@ -344,7 +344,7 @@ static void restart_restores_jobs(void **state)
 	cfg.store = spool_store_ops();
 	cfg.store_ctx = sp2;
 	h2 = h_new(&cfg);
-	assert_int_equal(spool_restore(sp2, h2->r), 2);
+	assert_int_equal(spool_restore(sp2, h2->r, false), 2);
 	job = router_job_lookup(h2->r, "done");
 	assert_non_null(job);
 	assert_true(router_job_complete(job));

@@ -4,14 +4,17 @@ import socket, struct, time
 MAGIC = 0x53464f49
 T_HELLO, T_WELCOME, T_ERROR, T_RANK_START, T_DATA, T_COMPLETE, T_EXIT = 1, 2, 3, 4, 5, 6, 7
 T_STDIN, T_STDIN_EOF, T_XOFF, T_XON, T_ACK, T_STDIN_ACK = 8, 9, 10, 11, 12, 13
+T_HELD, T_RESUME = 14, 15
+F_NAME, F_RESUME = 1, 2  # HELLO flags (F_RESUME: version 4)
 
 
 def frame(t, body):
     return struct.pack('<IB', len(body) + 1, t) + body
 
 
-def hello(ns, base=0, count=1, job_size=0, host=b'h', version=2, uid=0, gid=0, cred=None):
-    body = struct.pack('<IHHIIIIIIII', MAGIC, version, 0, base, count, job_size, 1,
+def hello(ns, base=0, count=1, job_size=0, host=b'h', version=2, uid=0, gid=0, cred=None,
+          flags=0):
+    body = struct.pack('<IHHIIIIIIII', MAGIC, version, flags, base, count, job_size, 1,
                        uid, gid, 0, 0) + bytes([len(ns)]) + ns + bytes([len(host)]) + host
     if version >= 3:
         cred = cred or b''

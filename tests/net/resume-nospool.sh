@@ -1,0 +1,32 @@
+#!/bin/bash
+# Resume after a daemon restart without a spool (docs/protocol.md,
+# "Resume"): the restarted daemon knows nothing of the job and recreates
+# it from the resume; the bytes the old daemon had acknowledged are gone
+# with its memory, and the forwarder counts them exactly; everything the
+# rank wrote after that reaches the new mount (nothing on the terminal).
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/net/common.sh"
+export IOFS_RECONNECT_TIMEOUT=60
+start_daemon -o resume_window=60
+head -c $((8 << 20)) /dev/urandom >"$T/blob"
+"$IOFS_RUN" -v --nspace ns -- sh -c "echo ready; $(gate go); cat $T/blob; $(gate two); echo tail-line" >"$T/o" 2>"$T/e" &
+J=$!
+track $J
+wait_for 10 grep -q ready "$MNT/ns/0/stdout" 2>/dev/null || fail "job did not start"
+touch "$T/go"
+wait_for 30 info_at_least ns 0 stdout_bytes $(((8 << 20) + 6)) || fail "the blob did not arrive"
+kill -KILL "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+DAEMON_PID=
+fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+start_daemon -o resume_window=60
+touch "$T/two"
+wait_for 30 test -e "$MNT/ns/0/stdout" || fail "job not recreated: $(cat "$T/e")"
+wait_for 30 finished $J || fail "forwarder did not end"
+assert_eq "forwarder status" 0 "$(rc_of $J)"
+assert_eq "nothing on the terminal" 0 "$(stat -c %s "$T/o")"
+assert_eq "the new daemon's stream" tail-line "$(timeout 5 cat "$MNT/ns/0/stdout")"
+grep -q "8388614 acknowledged bytes are gone from the daemon" "$T/e" || fail "lost bytes not counted: $(cat "$T/e")"
+grep -q "8388614 lost" "$T/e" || fail "no summary: $(cat "$T/e")"
+assert_eq "state" exited "$(rank_state ns 0)"
+assert_eq "reconnects" 1 "$(info_get "$MNT/ns/0/info" reconnects)"

@@ -1,0 +1,51 @@
+#!/bin/bash
+# Resume across daemon restarts (docs/protocol.md, "Resume"): two ranks
+# of one forwarder write 64 MiB and 16 MiB at a steady pace; the daemon (-o spool) is killed with
+# SIGKILL and restarted on the same spool and socket 5 times in the middle
+# of it.  Each restarted daemon restores the job with its rank still
+# running ("reconnecting"), the forwarder reconnects and resumes: the
+# stream in the mount at the end is exactly the 64 MiB (sha256, count),
+# nothing printed on the forwarder's terminal, XOFF/XON paired.
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/net/common.sh"
+export IOFS_RECONNECT_TIMEOUT=120
+SP="$T/spool"
+KILLS=5
+SIZE=$((64 << 20))
+
+start_daemon -o spool="$SP" -o resume_window=120
+head -c $SIZE /dev/urandom >"$T/blob0"
+head -c $((SIZE / 4)) /dev/urandom >"$T/blob1"
+"$IOFS_RUN" -v -n 2 --nspace rs -- sh -c "exec $PACE -r \$((4000000 >> (IOFS_RANK * 2))) -c 65536 -i $T/blob\$IOFS_RANK" \
+	>"$T/rs.out" 2>"$T/rs.err" &
+JOB=$!
+track $JOB
+wait_for 10 test -e "$MNT/rs/0/stdout" || fail "job did not appear"
+for i in $(seq $KILLS); do
+	want=$((i * 8 << 20))
+	wait_for 60 info_at_least rs 0 stdout_bytes $want || fail "kill $i: $want bytes did not arrive: $(cat "$T/rs.err")"
+	kill -KILL "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null
+	DAEMON_PID=
+	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	finished $JOB || true
+	start_daemon -o spool="$SP" -o resume_window=120
+	wait_for 10 test -d "$MNT/rs/0" || fail "kill $i: job not restored"
+	for r in 0 1; do
+		wait_for 60 state_is_link rs $r connected || fail "kill $i: rank $r not resumed: $(cat "$MNT/rs/$r/info"; cat "$T/rs.err")"
+	done
+	log "kill -9 #$i at >= $want bytes: resumed at $(info_get "$MNT/rs/0/info" stdout_bytes)"
+done
+wait_for 120 finished $JOB || fail "forwarder did not end"
+assert_eq "forwarder status" 0 "$(rc_of $JOB)"
+assert_eq "nothing printed locally" 0 "$(stat -c %s "$T/rs.out")"
+for r in 0 1; do
+	wait_for 10 state_is rs $r exited || fail "rank $r not exited: $(cat "$MNT/rs/$r/info")"
+	assert_eq "rank $r: bytes in the mount" "$(stat -c %s "$T/blob$r")" "$(timeout 30 cat "$MNT/rs/$r/stdout" | wc -c)"
+	assert_eq "rank $r: sha256 in the mount" "$(sha "$T/blob$r")" "$(timeout 30 cat "$MNT/rs/$r/stdout" | sha256sum | cut -d' ' -f1)"
+	assert_eq "rank $r: stdout XOFF/XON paired" "$(info_get "$MNT/rs/$r/info" stdout_xoff)" "$(info_get "$MNT/rs/$r/info" stdout_xon)"
+done
+n=$(grep -c "resumed job 'rs'" "$T/rs.err")
+assert_eq "resumes logged by the forwarder" $KILLS "$n"
+grep -q "0 lost" "$T/rs.err" || fail "forwarder counted lost bytes: $(tail -n 3 "$T/rs.err")"
+log "$(tail -n 2 "$T/rs.err")"
