@@ -104,7 +104,7 @@ static void stream_cap_keeps_newest(void **state)
 	cfg.store = spool_store_ops();
 	cfg.store_ctx = sp2;
 	h2 = h_new(&cfg);
-	assert_int_equal(spool_restore(sp2, h2->r), 1);
+	assert_int_equal(spool_restore(sp2, h2->r, false), 1);
 	job = router_job_lookup(h2->r, "cap");
 	assert_non_null(job);
 	assert_int_equal(read_all(job, 0, ROUTER_CH_STDERR, out, n), got);
