@@ -98,7 +98,12 @@ assert_eq() { # assert_eq WHAT EXPECTED ACTUAL
 fd_count() { ls /proc/"$1"/fd | wc -l; }
 
 # is_asan BINARY: built with AddressSanitizer (RSS figures mean little there)
-is_asan() { nm -D "$1" 2>/dev/null | grep -q __asan_init || ldd "$1" 2>/dev/null | grep -q libasan; }
+# (grep -c, not -q: -q exits at the first match, nm/ldd die of SIGPIPE,
+# and under pipefail the pipeline then says "no")
+is_asan() {
+	[ "$(nm -D "$1" 2>/dev/null | grep -c __asan_init)" -gt 0 ] ||
+		[ "$(ldd "$1" 2>/dev/null | grep -c libasan)" -gt 0 ]
+}
 
 # figures NAME k=v...: one machine-readable line for scripts/flowcheck
 figures() {

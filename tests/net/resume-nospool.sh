@@ -7,7 +7,7 @@
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 export IOFS_RECONNECT_TIMEOUT=60
-start_daemon -o resume_window=60
+start_daemon -o resume_window=60 -o nospool
 head -c $((8 << 20)) /dev/urandom >"$T/blob"
 "$IOFS_RUN" -v --nspace ns -- sh -c "echo ready; $(gate go); cat $T/blob; $(gate two); echo tail-line" >"$T/o" 2>"$T/e" &
 J=$!
@@ -19,7 +19,7 @@ kill -KILL "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 DAEMON_PID=
 fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-start_daemon -o resume_window=60
+start_daemon -o resume_window=60 -o nospool
 touch "$T/two"
 wait_for 30 test -e "$MNT/ns/0/stdout" || fail "job not recreated: $(cat "$T/e")"
 wait_for 30 finished $J || fail "forwarder did not end"
