@@ -199,10 +199,32 @@ void net_tcp_tune(int fd)
 		   sizeof(user_timeout_ms));
 }
 
+int net_eof_error(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int err = 0;
+	socklen_t elen = sizeof(err);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err)
+		return err;
+	/* A FIN from the peer leaves CLOSE_WAIT; TCP_CLOSE with no error
+	 * left means the kernel ended it (a timeout or a reset) and a
+	 * write took the error first. */
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	    ti.tcpi_state == TCP_CLOSE)
+		return ENOTCONN;
+	return 0;
+}
+
 void net_drop_reason(int err, char *buf, size_t len)
 {
 	if (err == 0)
 		snprintf(buf, len, "connection closed by the peer");
+	else if (err == ENOTCONN)
+		snprintf(buf, len,
+			 "connection ended by the kernel (timed out or reset: "
+			 "the link or the peer is gone)");
 	else if (err == ETIMEDOUT)
 		snprintf(buf, len,
 			 "connection timed out (TCP keepalive probes "

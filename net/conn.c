@@ -503,8 +503,8 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (rc != 0) {
 		char why[200];
-		net_drop_reason(rc == FRAMER_CLOSED ? 0 : -rc, why,
-				sizeof(why));
+		net_drop_reason(rc == FRAMER_CLOSED ? net_eof_error(fd) : -rc,
+				why, sizeof(why));
 		conn_lost_log(c, why);
 		return;
 	}

@@ -55,6 +55,10 @@ void net_tcp_tune(int fd);
 /* "connection closed by the peer" (@err 0) or the socket error @err as a
  * drop reason for the log; ETIMEDOUT and EHOSTUNREACH & co. (what a
  * keepalive or user timeout reports) say what timed out. */
+/* read() gave 0 on @fd: 0 for an orderly close by the peer, else the
+ * errno that ended it (SO_ERROR; ENOTCONN: a TCP connection the kernel
+ * ended whose error a write took first). */
+int net_eof_error(int fd);
 void net_drop_reason(int err, char *buf, size_t len);
 
 #endif /* IOFS_NET_NET_I_H */

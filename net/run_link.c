@@ -657,8 +657,8 @@ static void read_ev_cb(evutil_socket_t fd, short what, void *arg)
 	framer_process(&l->fr); /* also the frames that came before an EOF */
 	if (rc != 0 && l->bev) {
 		char why[400];
-		link_drop_reason(l, rc == FRAMER_CLOSED ? 0 : -rc, why,
-				 sizeof(why));
+		link_drop_reason(l, rc == FRAMER_CLOSED ? net_eof_error(fd) : -rc,
+				 why, sizeof(why));
 		run_link_down(l, why);
 	}
 }

@@ -71,7 +71,7 @@ assert_eq "one warning" 1 "$(grep -c "iofs-run:" "$T/cut.err")"
 wait_for 60 state_is cut 0 lost || fail "daemon did not mark the cut rank lost: $(rank_state cut 0)"
 # each end names the reason: the forwarder's data went unacknowledged, the
 # daemon's keepalive probes unanswered (both ETIMEDOUT, docs/protocol.md)
-grep -Eq "connection timed out|peer unreachable" "$T/cut.err" || fail "the forwarder's warning has no reason: $(cat "$T/cut.err")"
+grep -Eq "connection timed out|peer unreachable|ended by the kernel" "$T/cut.err" || fail "the forwarder's warning has no reason: $(cat "$T/cut.err")"
 grep -Eq "job cut\): (connection timed out|peer unreachable).*; its running ranks are lost" "$T/iofs.log" ||
 	fail "the daemon did not log why it dropped the cut link: $(grep 'job cut' "$T/iofs.log")"
 timeout 5 cat "$MNT/cut/0/stdout" >"$T/cut.daemon" || fail "cut stream did not complete"
