@@ -234,6 +234,9 @@ int run_link_greet(struct run_link *l, bool resume, int64_t deadline,
 void run_link_close(struct run_link *l);
 /* Send (nothing if down). */
 void run_link_send(struct run_link *l, const struct proto_frame *f);
+/* EXIT for @rank from its wait status (counted in exits_sent); nothing
+ * while the link is down. */
+void run_link_send_exit(struct run_link *l, uint32_t rank, int wstatus);
 
 /* run_resume.c */
 /* The link broke: start reconnecting (true), or false if it cannot

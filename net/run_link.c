@@ -485,11 +485,12 @@ static void kops_stdin_ack(void *ctx, uint32_t rank, uint64_t done)
 	send_frame(l, &f);
 }
 
-static void kops_exit(void *ctx, uint32_t rank, int wstatus)
+void run_link_send_exit(struct run_link *l, uint32_t rank, int wstatus)
 {
-	struct run_link *l = ctx;
 	struct proto_frame f = {.type = PROTO_EXIT, .rank = rank};
 
+	if (!l->bev)
+		return;
 	if (WIFSIGNALED(wstatus)) {
 		f.how = PROTO_EXIT_SIGNAL;
 		f.code = (uint32_t)WTERMSIG(wstatus);
@@ -497,14 +498,19 @@ static void kops_exit(void *ctx, uint32_t rank, int wstatus)
 		f.how = PROTO_EXIT_CODE;
 		f.code = (uint32_t)WEXITSTATUS(wstatus);
 	}
+	send_frame(l, &f);
+	l->exits_sent++;
+}
+
+static void kops_exit(void *ctx, uint32_t rank, int wstatus)
+{
+	struct run_link *l = ctx;
+
 	if (l->rs) {
 		rl(l, rank)->exited = true;
 		rl(l, rank)->wstatus = wstatus;
 	}
-	if (l->bev) {
-		send_frame(l, &f);
-		l->exits_sent++;
-	}
+	run_link_send_exit(l, rank, wstatus);
 	l->settled(l->settled_ctx);
 }
 

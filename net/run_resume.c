@@ -115,21 +115,6 @@ static void trim_held(struct run_link *l)
 	l->uq_tail = last;
 }
 
-static void send_exit(struct run_link *l, uint32_t rank, int wstatus)
-{
-	struct proto_frame f = {.type = PROTO_EXIT, .rank = rank};
-
-	if (WIFSIGNALED(wstatus)) {
-		f.how = PROTO_EXIT_SIGNAL;
-		f.code = (uint32_t)WTERMSIG(wstatus);
-	} else {
-		f.how = PROTO_EXIT_CODE;
-		f.code = (uint32_t)WEXITSTATUS(wstatus);
-	}
-	run_link_send(l, &f);
-	l->exits_sent++;
-}
-
 void run_resume_replay(struct run_link *l)
 {
 	uint64_t dup0 = l->dup_dropped, lost0 = l->lost_bytes, n = 0;
@@ -196,7 +181,7 @@ void run_resume_replay(struct run_link *l)
 		struct rlrank *rs = &l->rs[i];
 		if (rs->exited && rs->held_state != PROTO_HELD_EXITED &&
 		    (rs->pid || rs->held_state == PROTO_HELD_RUNNING))
-			send_exit(l, l->o->rank_base + i, rs->wstatus);
+			run_link_send_exit(l, l->o->rank_base + i, rs->wstatus);
 	}
 	l->replayed += n;
 	run_log(l->log, LOG_WARNING,
