@@ -59,6 +59,56 @@ int safe_dir_check_top(int fd, char *why, size_t whylen)
 	return 0;
 }
 
+int safe_dir_check_path(const char *path, char *why, size_t whylen)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+	struct stat st;
+
+	if (n >= sizeof(buf) || path[0] != '/') {
+		snprintf(why, whylen, "not an absolute path of at most %zu bytes",
+			 sizeof(buf) - 1);
+		return EINVAL;
+	}
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i < n; i++) {
+		if (buf[i] != '/')
+			continue;
+		buf[i] = '\0';
+		if (stat(buf, &st) != 0) {
+			int e = errno;
+
+			buf[i] = '/';
+			if (e == ENOENT)
+				return 0; /* the rest is ours to create */
+			snprintf(why, whylen, "%.*s: %s", (int)i, buf,
+				 strerror(e));
+			return e;
+		}
+		if (st.st_uid != 0 && st.st_uid != geteuid()) {
+			snprintf(why, whylen,
+				 "%s belongs to uid %u: every directory on the "
+				 "way must belong to root or to the daemon's "
+				 "user (uid %u)",
+				 buf, (unsigned)st.st_uid, (unsigned)geteuid());
+			buf[i] = '/';
+			return EPERM;
+		}
+		if ((st.st_mode & (S_IWGRP | S_IWOTH)) &&
+		    !(st.st_mode & S_ISVTX)) {
+			snprintf(why, whylen,
+				 "%s (mode %04o) is writable by other users "
+				 "and not sticky: another user could replace "
+				 "what lies below it",
+				 buf, (unsigned)(st.st_mode & 07777));
+			buf[i] = '/';
+			return EPERM;
+		}
+		buf[i] = '/';
+	}
+	return 0;
+}
+
 int safe_dir_top(const char *path, mode_t mode, const char *what, char *err,
 		 size_t errlen)
 {

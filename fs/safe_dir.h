@@ -25,6 +25,13 @@ int safe_mkdir_p(char *path, mode_t mode);
  * 0, or a positive errno with a reason in @why. */
 int safe_dir_check_top(int fd, char *why, size_t whylen);
 
+/* Every existing directory on the way to @path (not @path itself):
+ * owned by root or by us, and writable by others only if sticky (/tmp,
+ * /var/tmp).  Checked before creating anything below, so no other user
+ * can move or replace a directory on the way.  0, or a positive errno
+ * with a reason in @why. */
+int safe_dir_check_path(const char *path, char *why, size_t whylen);
+
 /* The top directory @path: created (mkdir -p, @mode) if needed, opened and
  * checked as above.  An fd, or -errno with "@what @path: reason" in @err. */
 int safe_dir_top(const char *path, mode_t mode, const char *what, char *err,

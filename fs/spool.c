@@ -256,6 +256,16 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	}
 	sp->log = log;
 	sp->dirfd = -1;
+	/* The spool is the daemon's for as long as it runs, and a restart
+	 * trusts what it finds there: every directory on the way must be
+	 * safe too (--output-dir, the user's own choice, checks its top). */
+	char why[512];
+	rc = (int)safe_dir_check_path(sp->dir, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "spool %s: %s", sp->dir, why);
+		rc = -rc;
+		goto out_free;
+	}
 	sp->dirfd = safe_dir_top(sp->dir, 0700, "spool", err, errlen);
 	if (sp->dirfd < 0) {
 		rc = sp->dirfd;
