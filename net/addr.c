@@ -199,6 +199,32 @@ void net_tcp_tune(int fd)
 		   sizeof(user_timeout_ms));
 }
 
+unsigned long long net_proc_start(int pid)
+{
+	char path[64], buf[1024];
+	unsigned long long start = 0;
+	char state = 0;
+	FILE *f;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after "pid (comm) ": comm may hold spaces and parentheses */
+	char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1,
+			 " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+			 "%*d %*d %*d %*d %*d %*d %llu",
+			 &state, &start) != 2)
+		return 0;
+	return state == 'Z' || state == 'X' ? 0 : start;
+}
+
 int net_eof_error(int fd)
 {
 	struct tcp_info ti;

@@ -659,6 +659,8 @@ struct conn *conn_new(net_server_t *s, int fd, const struct sockaddr *sa,
 			c->cred_ok = true;
 			c->uid = uc.uid;
 			c->gid = uc.gid;
+			c->peer_pid = uc.pid;
+			c->peer_start = net_proc_start(uc.pid);
 			snprintf(c->peer, sizeof(c->peer), "unix pid %d uid %u",
 				 (int)uc.pid, uc.uid);
 		} else {

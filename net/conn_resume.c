@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -45,17 +46,46 @@ bool conn_resume_wants(const struct conn *c)
 	       conn_resume_window(c->srv) > 0 && has_live_ranks(c);
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A forwarder on this host that has exited cannot resume: true while
+ * its process (same pid, same start time) is alive, or is not ours to
+ * watch (TCP, another pid namespace, /proc unreadable at accept). */
+static bool peer_may_resume(const struct conn *c)
+{
+	return !c->is_unix || c->peer_pid <= 0 || !c->peer_start ||
+	       net_proc_start(c->peer_pid) == c->peer_start;
+}
+
 static void window_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
+	struct timeval tick = {1, 0};
 
 	if (!c->detached || c->handoff) /* claimed: the resume is due */
 		return;
-	srv_log(c->srv, LOG_WARNING,
-		"conn %llu (job %s): no resume within %u s; its running ranks "
-		"are lost",
-		(unsigned long long)c->id, c->nspace,
-		conn_resume_window(c->srv));
+	if (!peer_may_resume(c)) {
+		srv_log(c->srv, LOG_WARNING,
+			"conn %llu (job %s): its forwarder (pid %d) has "
+			"exited, no resume can come; its running ranks are "
+			"lost",
+			(unsigned long long)c->id, c->nspace, c->peer_pid);
+	} else if (mono_ms() + 50 < c->resume_deadline_ms) {
+		evtimer_add(c->resume_timer, &tick); /* watch the peer */
+		return;
+	} else {
+		srv_log(c->srv, LOG_WARNING,
+			"conn %llu (job %s): no resume within %u s; its "
+			"running ranks are lost",
+			(unsigned long long)c->id, c->nspace,
+			conn_resume_window(c->srv));
+	}
 	c->dead = true;
 	conn_kick(c);
 }
@@ -100,6 +130,12 @@ void conn_resume_detach(struct conn *c)
 		cr->stdin_want |= STDIN_SUSP_DETACHED;
 	}
 	set_link(c, false);
+	/* A local forwarder is watched every second (one that exited makes
+	 * its ranks lost at once, not after the window); others get one
+	 * timer at the window's end. */
+	c->resume_deadline_ms = mono_ms() + (uint64_t)tv.tv_sec * 1000u;
+	if (c->is_unix && c->peer_pid > 0 && c->peer_start && tv.tv_sec > 1)
+		tv.tv_sec = 1;
 	evtimer_add(c->resume_timer, &tv);
 	conn_kick(c); /* stdin flow */
 }

@@ -59,6 +59,9 @@ void net_tcp_tune(int fd);
  * errno that ended it (SO_ERROR; ENOTCONN: a TCP connection the kernel
  * ended whose error a write took first). */
 int net_eof_error(int fd);
+/* Start time of process @pid (/proc/PID/stat field 22, clock ticks since
+ * boot), 0 if it is gone, a zombie, or unknown. */
+unsigned long long net_proc_start(int pid);
 void net_drop_reason(int err, char *buf, size_t len);
 
 #endif /* IOFS_NET_NET_I_H */

@@ -135,6 +135,11 @@ struct conn {
 	char peer[128]; /* for the log */
 	bool is_unix;
 	bool cred_ok; /* uid/gid from SO_PEERCRED or MUNGE */
+	/* The forwarder's process on a Unix socket (SO_PEERCRED; 0 if not
+	 * in our pid namespace) and its start time (/proc, 0 if unknown):
+	 * a detached connection whose forwarder is gone is lost at once. */
+	int peer_pid;
+	unsigned long long peer_start;
 	uint32_t uid, gid;
 	struct framer fr; /* input: reads, decodes, dispatches */
 	uint16_t version; /* the HELLO's protocol version */
@@ -166,7 +171,8 @@ struct conn {
 	 * wait for their forwarder until resume_timer fires. */
 	bool detached;
 	bool detach_pending; /* socket ended, conn_service() detaches */
-	struct event *resume_timer;
+	struct event *resume_timer; /* 1 s ticks with a local peer */
+	uint64_t resume_deadline_ms; /* end of the window, CLOCK_MONOTONIC */
 	struct conn *handoff; /* resume HELLO: the detached conn to wake */
 	bool resume_fresh;    /* resume HELLO for a job this daemon lacks */
 	uint64_t resumes;     /* times this conn's ranks were resumed */
