@@ -225,9 +225,12 @@ cat >"$T/mpi.sh" <<R
 exec "$T/mpi"
 R
 chmod +x "$T/mpi.sh"
-# mpirun holds its job until the tool has attached: it waits on a gate
-mkfifo "$T/mpigate"
-mpirun --report-uri "$T/mpirun.uri" -n 4 --map-by :OVERSUBSCRIBE sh -c "read x <$T/mpigate; exec $T/mpi" \
+# mpirun holds its job until the tool has attached: its ranks wait for a
+# file (not a FIFO: ranks that all read one writer's line, or its EOF,
+# left the other writers blocked in open() for ever, holding meson's
+# output pipe, and the test timed out after passing)
+mpirun --report-uri "$T/mpirun.uri" -n 4 --map-by :OVERSUBSCRIBE sh -c \
+	"i=0; while [ ! -e $T/mpigo ] && [ \$i -lt 1500 ]; do sleep 0.02; i=\$((i+1)); done; exec $T/mpi" \
 	>"$T/mpirun.out" 2>&1 &
 MP=$!
 track $MP
@@ -235,10 +238,7 @@ wait_for 20 test -s "$T/mpirun.uri" || fail "mpirun wrote no URI: $(cat "$T/mpir
 MALLOC_PERTURB_=$PERTURB start_daemon --pmix "pid:$MP"
 wait_for 20 jobs_seen 1 || fail "mpirun job not seen via pid:"
 J=$(newest_job)
-echo go >"$T/mpigate" &
-echo go >"$T/mpigate" &
-echo go >"$T/mpigate" &
-echo go >"$T/mpigate" &
+touch "$T/mpigo"
 wait_for 60 finished "$MP" || fail "mpirun did not end"
 wait "$MP" || fail "mpirun exit status $?: $(cat "$T/mpirun.out")"
 for r in 0 1 2 3; do
