@@ -59,3 +59,14 @@ netns_pair() {
 }
 # state_is_link NSPACE RANK LINK: the rank's info says link: LINK (resume)
 state_is_link() { [ "$(info_get "$MNT/$1/$2/info" link)" = "$3" ]; }
+
+# start_netns_daemon [-o OPTS]: the daemon in the daemon's namespace (after
+# netns_pair), on $ADDR and tcp:$IPD:$PORT, auth=none, remote peers
+# allowed, extra options appended; waits for the mount and the TCP listener
+start_netns_daemon() {
+	nsenter --net="/run/netns/$NSD" "$IOFS" -f --listen "$ADDR" --listen "tcp:$IPD:$PORT" \
+		-o allow_remote,auth=none "$@" "$MNT" >"$T/iofs.log" 2>&1 &
+	DAEMON_PID=$!
+	wait_for 10 is_mounted "$MNT" || fail "daemon did not mount"
+	wait_for 10 grep -q "listening on tcp:$IPD:$PORT" "$T/iofs.log" || fail "daemon does not listen on TCP"
+}

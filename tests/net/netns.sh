@@ -28,10 +28,7 @@ kill -TERM $D2
 wait_for 10 finished $D2 || fail "second daemon did not stop"
 
 # --- the daemon in its namespace, allow_remote ----------------------------
-nsenter --net="/run/netns/$NSD" "$IOFS" -f --listen "$ADDR" --listen "tcp:$IPD:$PORT" -o allow_remote,auth=none "$MNT" >"$T/iofs.log" 2>&1 &
-DAEMON_PID=$!
-wait_for 10 is_mounted "$MNT" || fail "daemon did not mount"
-wait_for 10 grep -q "listening on tcp:$IPD:$PORT" "$T/iofs.log" || fail "daemon does not listen on TCP"
+start_netns_daemon
 
 head -c 2000000 /dev/urandom >"$T/blob"
 nsenter --net="/run/netns/$NSF" "$IOFS_RUN" --connect "tcp:$IPD:$PORT" --nspace remote -n 2 -- sh -c \

@@ -13,11 +13,7 @@ export IOFS_RECONNECT_TIMEOUT=120
 
 netns_pair
 
-nsenter --net="/run/netns/$NSD" "$IOFS" -f --listen "$ADDR" --listen "tcp:$IPD:$PORT" \
-	-o allow_remote,auth=none,resume_window=120 "$MNT" >"$T/iofs.log" 2>&1 &
-DAEMON_PID=$!
-wait_for 10 is_mounted "$MNT" || fail "daemon did not mount"
-wait_for 10 grep -q "listening on tcp:$IPD:$PORT" "$T/iofs.log" || fail "daemon does not listen on TCP"
+start_netns_daemon -o resume_window=120
 
 HALF=$((32 << 20))
 head -c $((2 * HALF)) /dev/urandom >"$T/blob"
