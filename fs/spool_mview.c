@@ -420,6 +420,8 @@ static ssize_t render(struct spool_file *f, struct mv_cur *c, uint8_t *out,
 			uint64_t left = r->rlen - c->rpos;
 			const uint8_t *p, *nl;
 
+			if (!left) /* fewer lines than tags: not this file */
+				return -EIO;
 			if (left > room)
 				left = room;
 			if (!r->taglen && !out) {

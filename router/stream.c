@@ -335,6 +335,16 @@ uint64_t stream_store_evictable(const struct stream *s)
 {
 	uint64_t to = s->stored, lim;
 
+	if (s->rank != ROUTER_RANK_WILDCARD && s->r->store->append_ref) {
+		/* A blocking reader of the view reads its history from the
+		 * store, and so from this rank's file: keep it all. */
+		const struct stream *m =
+		    &s->job->m[s->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR]
+			 .s;
+
+		if (!m->complete && blocking_limit(m) < m->start)
+			return 0;
+	}
 	if (!s->complete) { /* never what a blocking reader still needs */
 		lim = blocking_limit(s);
 		if (to > lim)
