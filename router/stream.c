@@ -336,13 +336,14 @@ uint64_t stream_store_evictable(const struct stream *s)
 	uint64_t to = s->stored, lim;
 
 	if (s->rank != ROUTER_RANK_WILDCARD && s->r->store->append_ref) {
-		/* A blocking reader of the view reads its history from the
-		 * store, and so from this rank's file: keep it all. */
+		/* A blocking reader of the view behind what it stored reads
+		 * (or will, once the ring lets it go) from the store, and so
+		 * from this rank's file: keep it all. */
 		const struct stream *m =
 		    &s->job->m[s->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR]
 			 .s;
 
-		if (!m->complete && blocking_limit(m) < m->start)
+		if (!m->complete && blocking_limit(m) < m->stored)
 			return 0;
 	}
 	if (!s->complete) { /* never what a blocking reader still needs */

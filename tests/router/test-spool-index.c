@@ -274,6 +274,45 @@ static void index_rank_evicts_first(void **state)
 	run(&f, 0, 128 * 1024);
 }
 
+/* A blocking reader of a running view that reads its history from the
+ * store keeps its ranks' files whole (they hold its bytes): the job cap
+ * cannot evict the rank, the reader gets every byte, nothing dropped. */
+static void index_blocking_reader_keeps_ranks(void **state)
+{
+	struct sp *s = sp_caps(0, 128 * 1024, 0);
+	size_t n = 400000, got;
+	char *in = malloc(n), *out = malloc(n + 1);
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 100 == 99 ? '\n' : (char)('a' + i % 26);
+	h_reg(s->h, "bl", 0, 1);
+	job = router_job_lookup(s->h->r, "bl");
+	assert_int_equal(router_reader_open(job, ROUTER_RANK_WILDCARD,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	for (size_t at = 0; at < n; at += 1000) /* no tags: as large */
+		h_put(s->h, "bl", 0, ROUTER_CH_STDOUT, in + at, 1000,
+		      ROUTER_DIR_TAG_OUTPUT, 0, NULL);
+	router_run_timers(s->h->r);
+	got = h_drain(rd, &off, out, n + 1);
+	assert_int_equal(got, n);
+	assert_memory_equal(out, in, n);
+	router_job_stats(job, &st);
+	assert_int_equal(st.merged_dropped_bytes, 0);
+	assert_int_equal(st.dropped_bytes, 0);
+	router_reader_close(rd);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	sp_free(s);
+	free(in);
+	free(out);
+}
+
 /* The index files: a record per piece, not a copy of the bytes. */
 static void index_is_small(void **state)
 {
@@ -307,6 +346,7 @@ int main(void)
 	    cmocka_unit_test(index_stream_cap),
 	    cmocka_unit_test(index_job_cap),
 	    cmocka_unit_test(index_rank_evicts_first),
+	    cmocka_unit_test(index_blocking_reader_keeps_ranks),
 	    cmocka_unit_test(index_is_small),
 	};
 
