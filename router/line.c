@@ -149,10 +149,6 @@ static void text_tag(struct out *w, router_rank_t *rank, struct line_state *ls,
 	w->tag_when = when;
 }
 
-/*
- * Put one piece of @rank's channel @ci into @w: @a then @b (either may be
- * empty); @nl says the piece ends its line.
- */
 /* Record the piece at scratch [@o0, @o) for a store that takes pieces by
  * reference: [@o0, @p) literal, then @alen bytes at rank offset @aoff and
  * @blen at @boff. */
@@ -167,11 +163,8 @@ static void emit_record(struct out *w, router_rank_t *rank, int ci,
 	const char *lit = rank->job->r->scratch + o0;
 	uint64_t moff = m->s.end + o0;
 
-	if (alen && blen && aoff + alen != boff) { /* not one range */
-		mrec_add(m, moff, lit, o - o0, NULL, 0, 0, false, NULL, 0);
-		return;
-	}
-	if (f == FMT_XML) {
+	if (f == FMT_XML || (alen && blen && aoff + alen != boff)) {
+		/* escaped, or not one range of the rank: as it is */
 		mrec_add(m, moff, lit, o - o0, NULL, 0, 0, false, NULL, 0);
 		return;
 	}
@@ -181,6 +174,11 @@ static void emit_record(struct out *w, router_rank_t *rank, int ci,
 		 nl, w->tag, f == FMT_PLAIN ? 0 : w->taglen);
 }
 
+/*
+ * Put one piece of @rank's channel @ci into @w: @a then @b (either may be
+ * empty; at rank stream offsets @aoff, @boff); @nl says the piece ends
+ * its line.
+ */
 static int emit(struct out *w, router_rank_t *rank, int ci, const uint8_t *a,
 		size_t alen, uint64_t aoff, const uint8_t *b, size_t blen,
 		uint64_t boff, bool nl, uint64_t when)
