@@ -90,6 +90,8 @@ void spool_job_close(void *jh, bool discard)
 		unlinkat(j->dirfd, "nspace", 0);
 		unlinkat(j->dirfd, "state", 0);
 	}
+	for (int ci = 0; ci < 2; ci++)
+		free(j->rf[ci]);
 	close(j->dirfd);
 	if (discard && unlinkat(j->sp->dirfd, j->name, AT_REMOVEDIR) != 0)
 		spool_log(j->sp, j->name, strerror(errno));
@@ -126,6 +128,7 @@ int spool_file_open(struct spool_job *j, const char *name, bool truncate,
 	if (!f)
 		return -ENOMEM;
 	f->j = j;
+	f->rank = SPOOL_NO_RANK;
 	snprintf(f->name, sizeof(f->name), "%s", name);
 	f->fd = safe_file_open(j->dirfd, f->name, O_RDWR, 0600, truncate,
 			       geteuid(), getegid(), why, sizeof(why));
@@ -141,16 +144,88 @@ int spool_file_open(struct spool_job *j, const char *name, bool truncate,
 	return 0;
 }
 
+/* Index of @rank in the job's sorted rank files of @ci (or where it
+ * would go). */
+static size_t rank_pos(struct spool_job *j, int ci, uint32_t rank)
+{
+	size_t lo = 0, hi = j->nrf[ci];
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (j->rf[ci][mid]->rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct spool_file *spool_rank_find(struct spool_job *j, int ci,
+				   uint32_t rank)
+{
+	size_t at = rank_pos(j, ci, rank);
+
+	return at < j->nrf[ci] && j->rf[ci][at]->rank == rank ? j->rf[ci][at]
+							      : NULL;
+}
+
+int spool_rank_file(struct spool_job *j, uint32_t rank, int ci,
+		    struct spool_file *f)
+{
+	size_t at = rank_pos(j, ci, rank);
+
+	if (at < j->nrf[ci] && j->rf[ci][at]->rank == rank)
+		return -EEXIST;
+	if (j->nrf[ci] == j->crf[ci]) {
+		size_t nc = j->crf[ci] ? j->crf[ci] * 2 : 8;
+		struct spool_file **nr = realloc(j->rf[ci], nc * sizeof(*nr));
+
+		if (!nr)
+			return -ENOMEM;
+		j->rf[ci] = nr;
+		j->crf[ci] = nc;
+	}
+	memmove(j->rf[ci] + at + 1, j->rf[ci] + at,
+		(j->nrf[ci] - at) * sizeof(*j->rf[ci]));
+	j->rf[ci][at] = f;
+	j->nrf[ci]++;
+	f->rank = rank;
+	f->ci = ci;
+	return 0;
+}
+
+static void rank_file_forget(struct spool_file *f)
+{
+	struct spool_job *j = f->j;
+	size_t at;
+
+	if (f->rank == SPOOL_NO_RANK)
+		return;
+	at = rank_pos(j, f->ci, f->rank);
+	if (at < j->nrf[f->ci] && j->rf[f->ci][at] == f) {
+		j->nrf[f->ci]--;
+		memmove(j->rf[f->ci] + at, j->rf[f->ci] + at + 1,
+			(j->nrf[f->ci] - at) * sizeof(*j->rf[f->ci]));
+	}
+}
+
 static int spool_open(void *jh, uint32_t rank, uint32_t channel, void **h)
 {
 	const char *ch = channel == ROUTER_CH_STDOUT ? "stdout" : "stderr";
+	int ci = channel == ROUTER_CH_STDOUT ? 0 : 1, rc;
+	struct spool_file *f;
 	char name[24];
 
 	if (rank == ROUTER_RANK_WILDCARD)
-		snprintf(name, sizeof(name), "%s", ch);
-	else
-		snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
-	return spool_file_open(jh, name, true, (struct spool_file **)h);
+		return spool_mview_open(jh, ci, true, (struct spool_file **)h);
+	snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
+	rc = spool_file_open(jh, name, true, &f);
+	if (rc == 0 && (rc = spool_rank_file(jh, rank, ci, f)) < 0)
+		spool_close(f, true);
+	if (rc == 0)
+		*h = f;
+	return rc;
 }
 
 static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
@@ -158,6 +233,8 @@ static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 	struct spool_file *f = h;
 	ssize_t w;
 
+	if (f->mv)
+		return spool_mview_append(f, iov, iovcnt);
 	do
 		w = writev(f->fd, iov, iovcnt);
 	while (w < 0 && errno == EINTR);
@@ -169,6 +246,8 @@ static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
 	struct spool_file *f = h;
 	ssize_t got;
 
+	if (f->mv)
+		return spool_mview_read(f, off, buf, n);
 	do
 		got = pread(f->fd, buf, n, (off_t)off);
 	while (got < 0 && errno == EINTR);
@@ -182,6 +261,12 @@ static void spool_drop(void *h, uint64_t to)
 	struct spool_file *f = h;
 	spool_t *sp = f->j->sp;
 
+	if (f->mv) {
+		spool_mview_drop(f, to);
+		return;
+	}
+	if (to > f->evicted) /* what the merged views may no longer show */
+		f->evicted = to;
 	to &= ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
 	if (to <= f->punched || sp->no_punch)
 		return;
@@ -205,20 +290,32 @@ static void spool_drop(void *h, uint64_t to)
 static uint64_t spool_held_from(void *h)
 {
 	struct spool_file *f = h;
-	off_t at = lseek(f->fd, 0, SEEK_DATA);
+	off_t at;
 
+	if (f->mv)
+		return spool_mview_held_from(f);
+	at = lseek(f->fd, 0, SEEK_DATA);
 	if (at < 0)
 		at = errno == ENXIO ? lseek(f->fd, 0, SEEK_END) : 0;
 	if (at < 0)
 		at = 0;
 	f->punched = (uint64_t)at & ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
+	if ((uint64_t)at > f->evicted)
+		f->evicted = (uint64_t)at;
 	return (uint64_t)at;
+}
+
+static ssize_t spool_append_ref(void *h, const struct router_store_ref *ref)
+{
+	return spool_mview_append_ref(h, ref);
 }
 
 void spool_close(void *h, bool discard)
 {
 	struct spool_file *f = h;
 
+	rank_file_forget(f);
+	spool_mview_close(f, discard);
 	close(f->fd);
 	if (discard)
 		unlinkat(f->j->dirfd, f->name, 0);
@@ -235,6 +332,7 @@ static const struct router_store_ops spool_ops = {
 	.job_state = spool_job_state,
 	.drop = spool_drop,
 	.held_from = spool_held_from,
+	.append_ref = spool_append_ref,
 };
 
 const struct router_store_ops *spool_store_ops(void)

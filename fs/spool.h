@@ -6,8 +6,10 @@
  *
  * Layout: DIR/<n>/ for each job the daemon has seen output from (n counts
  * up, skipping names already there), holding `nspace` (the job's name) and
- * one file per stream: `<rank>.stdout`, `<rank>.stderr`, and the merged
- * views `stdout`, `stderr`.  DIR must belong to root or the daemon's user
+ * one file per rank stream: `<rank>.stdout`, `<rank>.stderr`, and the
+ * merged views as indexes into them: `stdout.idx` + `stdout.lit`, the same
+ * for stderr (fs/spool_mview.c; an earlier version's plain `stdout` copy
+ * is still adopted).  DIR must belong to root or the daemon's user
  * and be writable by no one else (fs/safe_dir.h); everything below it
  * belongs to the daemon, directories 0700 and files 0600 (the daemon serves
  * the bytes; nobody else needs them).  A job's files are removed when the

@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "fs/spool.h"
 
@@ -23,13 +25,27 @@ struct spool_job {
 	spool_t *sp;
 	int dirfd;
 	char name[24]; /* its directory in sp->dir */
+	/* Its rank files per channel (0 stdout, 1 stderr), sorted by rank:
+	 * what the merged views' records point into. */
+	struct spool_file **rf[2];
+	size_t nrf[2], crf[2];
+	uint64_t epoch; /* of the last held_from() walk of a view */
 };
+
+#define SPOOL_NO_RANK UINT32_MAX
+
+struct spool_mview;
 
 struct spool_file {
 	struct spool_job *j;
 	int fd;
 	uint64_t punched; /* [0, punched) is a hole (retention caps) */
 	char name[24];
+	uint32_t rank;	  /* a rank file's rank, else SPOOL_NO_RANK */
+	int ci;		  /* channel: 0 stdout, 1 stderr */
+	uint64_t evicted; /* a rank file: a cap evicted [0, evicted) */
+	uint64_t seen;	  /* epoch of the walk that saw it still held */
+	struct spool_mview *mv; /* a merged view's index, NULL: plain file */
 };
 
 /* "DIR/NAME: WHAT" at LOG_ERR */
@@ -39,5 +55,27 @@ int spool_file_open(struct spool_job *j, const char *name, bool truncate,
 		    struct spool_file **out);
 void spool_close(void *h, bool discard);
 void spool_job_close(void *jh, bool discard);
+/* @f is @rank's file of channel @ci: merged views may point into it. */
+int spool_rank_file(struct spool_job *j, uint32_t rank, int ci,
+		    struct spool_file *f);
+struct spool_file *spool_rank_find(struct spool_job *j, int ci,
+				   uint32_t rank);
+
+/* A merged view stored as an index into the rank files (spool_mview.c):
+ * `<ch>.idx`, records, and `<ch>.lit`, the bytes that are no rank's (tags,
+ * newlines that end another rank's line, XML). */
+int spool_mview_open(struct spool_job *j, int ci, bool create,
+		     struct spool_file **out);
+bool spool_mview_exists(struct spool_job *j, int ci);
+uint64_t spool_mview_size(const struct spool_file *f);
+ssize_t spool_mview_append(struct spool_file *f, const struct iovec *iov,
+			   int iovcnt);
+ssize_t spool_mview_append_ref(struct spool_file *f,
+			       const struct router_store_ref *ref);
+ssize_t spool_mview_read(struct spool_file *f, uint64_t off, void *buf,
+			 size_t n);
+void spool_mview_drop(struct spool_file *f, uint64_t to);
+uint64_t spool_mview_held_from(struct spool_file *f);
+void spool_mview_close(struct spool_file *f, bool discard);
 
 #endif /* IOFS_FS_SPOOL_I_H */

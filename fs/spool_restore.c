@@ -167,7 +167,17 @@ static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
 	char name[24];
 	struct stat st;
 
-	if (rank == ROUTER_RANK_WILDCARD)
+	int ci = channel == ROUTER_CH_STDOUT ? 0 : 1;
+	uint64_t size;
+
+	if (rank == ROUTER_RANK_WILDCARD && spool_mview_exists(j, ci)) {
+		/* an index into the rank files (adopted first) */
+		if (spool_mview_open(j, ci, false, &f) < 0)
+			return;
+		size = spool_mview_size(f);
+		goto adopt;
+	}
+	if (rank == ROUTER_RANK_WILDCARD) /* an earlier version's copy */
 		snprintf(name, sizeof(name), "%s", ch);
 	else
 		snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
@@ -175,7 +185,14 @@ static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
 	    spool_file_open(j, name, false, &f) < 0)
 		return;
 	if (fstat(f->fd, &st) != 0 ||
-	    router_stream_adopt(job, rank, channel, f, (uint64_t)st.st_size))
+	    (rank != ROUTER_RANK_WILDCARD &&
+	     spool_rank_file(j, rank, ci, f) < 0)) {
+		spool_close(f, false);
+		return;
+	}
+	size = (uint64_t)st.st_size;
+adopt:
+	if (router_stream_adopt(job, rank, channel, f, size))
 		spool_close(f, false);
 }
 

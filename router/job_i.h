@@ -22,6 +22,7 @@ struct line_state {
 	TAILQ_ENTRY(line_state) pend_link; /* r->pend while queued */
 	char *buf; /* pending partial line, NULL when none */
 	uint32_t len, cap;
+	uint64_t off;	/* the rank stream offset of the first pending byte */
 	uint64_t since; /* arrival of the first pending byte */
 	uint64_t due;	/* timer flush time; r->pend is ordered by it */
 	router_directives_t
@@ -65,10 +66,30 @@ struct router_rank {
 	uint64_t replayed; /* output its forwarder sent again after resumes */
 };
 
+/* A piece of a merged view waiting to be stored (router/mrec.c): its
+ * literal prefix (in the view's ring), then @rlen bytes of rank stream
+ * @src from @roff with @tag after each inner newline. */
+#define MREC_TAG_MAX 384
+struct mrec {
+	uint64_t moff, mlen; /* where in the view, how many bytes */
+	uint32_t plen;	     /* literal prefix bytes */
+	bool nl_end;	     /* the rank bytes end with a newline */
+	struct stream *src;  /* NULL: all literal */
+	uint64_t roff, rlen;
+	uint16_t taglen;
+	char tag[MREC_TAG_MAX];
+};
+
 struct merged {
-	struct stream s;
+	struct stream s; /* first: stream.c finds the view from it */
 	struct line_state *open; /* whose line is open (unterminated) in it */
 	router_job_t *job;
+	/* Its pieces not yet stored, covering [s.stored, s.end) when the
+	 * store takes pieces by reference (router_store_ops.append_ref). */
+	struct mrec *recs;
+	size_t rhead, nrec, rcap; /* recs[rhead, nrec) pending */
+	bool follow; /* a rank stream of the job evicted: held_from() */
+	bool noref;  /* the store took no reference: everything as it is */
 };
 
 struct router_job {
@@ -127,6 +148,22 @@ bool store_make_room(router_t *r, router_job_t *writing);
 /* The job completed / is freed: on / off r->store_done. */
 void store_job_done(router_job_t *job);
 void store_job_forget(router_job_t *job);
+/* Merged views stored by reference (router/mrec.c). */
+/* The view takes records (the store has append_ref and works). */
+bool mrec_on(const struct merged *m);
+/* A piece: @plen literal bytes at view offset @moff (@lit, for the merge
+ * test), then @rlen bytes of @src from @roff (@nl_end: they end a line),
+ * with @tag at the start of each further line. */
+void mrec_add(struct merged *m, uint64_t moff, const char *lit, size_t plen,
+	      struct stream *src, uint64_t roff, uint64_t rlen, bool nl_end,
+	      const char *tag, size_t taglen);
+/* Forget the records past the view's end (an append failed). */
+void mrec_trim(struct merged *m);
+void mrec_free(struct merged *m);
+/* Store the next piece of @m (from s.stored): bytes taken or -errno. */
+ssize_t mrec_write(struct merged *m);
+/* After rank streams of @job evicted: the views follow (held_from). */
+void mrec_follow(router_job_t *job);
 /* router_free(): drop the job whatever its references. */
 void job_destroy(router_job_t *job);
 

@@ -117,6 +117,8 @@ static int out_flush(router_t *r, struct out *w)
 
 	if (w->o)
 		rc = stream_append(&w->m->s, r->scratch, w->o, w->when);
+	if (rc < 0)
+		mrec_trim(w->m); /* their bytes did not go in */
 	w->o = 0;
 	return rc;
 }
@@ -147,13 +149,39 @@ static void text_tag(struct out *w, router_rank_t *rank, struct line_state *ls,
 	w->tag_when = when;
 }
 
+/* Record the piece at scratch [@o0, @o) for a store that takes pieces by
+ * reference: [@o0, @p) literal, then @alen bytes at rank offset @aoff and
+ * @blen at @boff. */
+static void emit_record(struct out *w, router_rank_t *rank, int ci,
+			size_t o0, size_t p, size_t o, uint64_t aoff,
+			size_t alen, uint64_t boff, size_t blen, bool nl,
+			enum fmt f, bool ts, uint64_t when)
+{
+	struct merged *m = w->m;
+	struct line_state *ls = &rank->ch[ci].ls;
+	struct stream *src = &rank->ch[ci].s;
+	const char *lit = rank->job->r->scratch + o0;
+	uint64_t moff = m->s.end + o0;
+
+	if (f == FMT_XML || (alen && blen && aoff + alen != boff)) {
+		/* escaped, or not one range of the rank: as it is */
+		mrec_add(m, moff, lit, o - o0, NULL, 0, 0, false, NULL, 0);
+		return;
+	}
+	if (f != FMT_PLAIN) /* the tag of the lines that follow */
+		text_tag(w, rank, ls, f, ts, ':', when);
+	mrec_add(m, moff, lit, p - o0, src, alen ? aoff : boff, alen + blen,
+		 nl, w->tag, f == FMT_PLAIN ? 0 : w->taglen);
+}
+
 /*
  * Put one piece of @rank's channel @ci into @w: @a then @b (either may be
- * empty); @nl says the piece ends its line.
+ * empty; at rank stream offsets @aoff, @boff); @nl says the piece ends
+ * its line.
  */
 static int emit(struct out *w, router_rank_t *rank, int ci, const uint8_t *a,
-		size_t alen, const uint8_t *b, size_t blen, bool nl,
-		uint64_t when)
+		size_t alen, uint64_t aoff, const uint8_t *b, size_t blen,
+		uint64_t boff, bool nl, uint64_t when)
 {
 	router_job_t *job = rank->job;
 	router_t *r = job->r;
@@ -163,14 +191,14 @@ static int emit(struct out *w, router_rank_t *rank, int ci, const uint8_t *a,
 	bool ts = router_dir_on(&ls->dirs, ROUTER_DIR_TIMESTAMP);
 	const char *cn = chan_name(ls->channel);
 	char *out;
-	size_t o;
+	size_t o, o0, p;
 	int rc;
 
 	rc = out_room(r, w, 8 * ROUTER_NSPACE_MAX + 6 * (alen + blen) + 128);
 	if (rc < 0)
 		return rc;
 	out = r->scratch;
-	o = w->o;
+	o = o0 = p = w->o;
 	w->when = when;
 	if (m->open && (m->open != ls || f == FMT_XML)) {
 		/* Another rank's line is open (or an XML element must start
@@ -203,6 +231,7 @@ static int emit(struct out *w, router_rank_t *rank, int ci, const uint8_t *a,
 			memcpy(out + o, w->tag, w->taglen);
 			o += w->taglen;
 		}
+		p = o;
 		if (alen)
 			memcpy(out + o, a, alen);
 		o += alen;
@@ -212,6 +241,11 @@ static int emit(struct out *w, router_rank_t *rank, int ci, const uint8_t *a,
 		m->open = nl ? NULL : ls;
 		ls->midline = !nl;
 	}
+	if (f == FMT_XML)
+		p = o;
+	if (mrec_on(m))
+		emit_record(w, rank, ci, o0, p, o, aoff, alen, boff, blen, nl,
+			    f, ts, when);
 	w->o = o;
 	return 0;
 }
@@ -248,7 +282,7 @@ void line_reset(router_t *r, struct line_state *ls)
 }
 
 static int pend_add(router_t *r, struct line_state *ls, const void *p, size_t n,
-		    uint64_t now)
+		    uint64_t off, uint64_t now)
 {
 	size_t need = (size_t)ls->len + n;
 
@@ -266,6 +300,7 @@ static int pend_add(router_t *r, struct line_state *ls, const void *p, size_t n,
 	}
 	memcpy(ls->buf + ls->len, p, n);
 	if (ls->len == 0) {
+		ls->off = off;
 		ls->since = now;
 		ls->due = now + r->buffering_ns;
 		if (!ls->queued) {
@@ -298,6 +333,7 @@ int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
 	struct line_state *ls = &rank->ch[ci].ls;
 	const uint8_t *s = p;
 	bool raw = router_dir_on(eff, ROUTER_DIR_OUTPUT_RAW);
+	uint64_t at = rank->ch[ci].s.end - n; /* the rank offset of @p */
 	struct out w = {0};
 	int rc = 0, rc2;
 
@@ -319,12 +355,13 @@ int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
 	w.m = &rank->job->m[ci];
 	while (n) {
 		const uint8_t *nl = memchr(s, '\n', n);
+		uint64_t here = at + (uint64_t)(s - (const uint8_t *)p);
 		size_t k;
 
 		if (nl) {
 			k = (size_t)(nl - s) + 1;
 			rc = emit(&w, rank, ci, (const uint8_t *)ls->buf,
-				  ls->len, s, k, true,
+				  ls->len, ls->off, s, k, here, true,
 				  ls->len ? ls->since : now);
 			if (rc < 0)
 				goto out_flush;
@@ -336,14 +373,14 @@ int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
 		}
 		if (raw || (size_t)ls->len + n >= r->buffering_size) {
 			rc = emit(&w, rank, ci, (const uint8_t *)ls->buf,
-				  ls->len, s, n, false,
+				  ls->len, ls->off, s, n, here, false,
 				  ls->len ? ls->since : now);
 			if (rc < 0)
 				goto out_flush;
 			pend_clear(r, ls);
 			break;
 		}
-		rc = pend_add(r, ls, s, n, now);
+		rc = pend_add(r, ls, s, n, here, now);
 		break;
 	}
 out_flush:
@@ -359,15 +396,20 @@ int line_flush(router_rank_t *rank, int ci, bool final)
 	int rc = 0, rc2;
 
 	if (ls->len) {
-		rc = emit(&w, rank, ci, (const uint8_t *)ls->buf, ls->len, NULL,
-			  0, false, ls->since);
+		rc = emit(&w, rank, ci, (const uint8_t *)ls->buf, ls->len,
+			  ls->off, NULL, 0, 0, false, ls->since);
 		pend_clear(r, ls);
 	}
 	if (final) {
 		if (w.m->open == ls && rc == 0) {
 			rc = out_room(r, &w, 1);
-			if (rc == 0)
+			if (rc == 0) {
 				r->scratch[w.o++] = '\n';
+				if (mrec_on(w.m))
+					mrec_add(w.m, w.m->s.end + w.o - 1,
+						 "\n", 1, NULL, 0, 0, false,
+						 NULL, 0);
+			}
 		}
 		if (w.m->open == ls)
 			w.m->open = NULL;

@@ -145,6 +145,7 @@ typedef uint64_t (*router_clock_fn)(void *ctx); /* CLOCK_REALTIME, ns */
  * byte (a job's on its first stream).  -errno on failure; the router then
  * logs it once and falls back to the window for that stream.
  */
+struct router_store_ref;
 struct router_store_ops {
 	/* A job's storage (@nspace borrowed). */
 	int (*job_open)(void *ctx, const char *nspace, void **jh);
@@ -172,8 +173,35 @@ struct router_store_ops {
 	 * freed; they are never read again.  Without it they stay on disk. */
 	void (*drop)(void *h, uint64_t to);
 	/* Optional: the first byte an adopted handle still holds (what an
-	 * earlier life's caps evicted is not); without it, 0. */
+	 * earlier life's caps evicted is not); without it, 0.  Also asked of
+	 * a merged view's handle after a rank stream of its job evicted bytes
+	 * (drop()): a view stored by reference (append_ref) no longer holds
+	 * the pieces that repeated them. */
 	uint64_t (*held_from)(void *h);
+	/* Optional, merged views only: append a piece that repeats bytes a
+	 * rank stream of the same job and channel has already appended to its
+	 * own store, instead of a second copy of them.  All of it or nothing:
+	 * ref->size, or -errno (-ENOSPC, -EDQUOT retried as for append). */
+	ssize_t (*append_ref)(void *h, const struct router_store_ref *ref);
+};
+
+/*
+ * A piece of a merged view stored by reference (append_ref): @lit (the
+ * literal prefix: a newline that ends another rank's line, the tag), then
+ * the rank's bytes [@off, @off + @len) of its stream's store @src, with
+ * @tag inserted after every newline in them except one at their very end.
+ * @size = the literal prefix + @len + the inserted tags: the piece's bytes
+ * in the view.
+ */
+struct router_store_ref {
+	const struct iovec *lit;
+	int nlit;
+	void *src;     /* the rank stream's store handle */
+	uint32_t rank; /* its rank */
+	uint64_t off, len;
+	const char *tag;
+	size_t taglen;
+	uint64_t size;
 };
 
 /* Caps evict whole 4 KiB blocks (docs/design.md "Retention caps"). */

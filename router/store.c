@@ -132,6 +132,7 @@ static uint64_t job_evict(router_job_t *job, uint64_t want)
 			break;
 		done += got;
 	}
+	mrec_follow(job);
 	return done;
 }
 
@@ -172,6 +173,7 @@ void store_caps(struct stream *s)
 				   cap_slack(r->max_job));
 	if (r->max_total && r->store_used > r->max_total)
 		total_cap(r, job);
+	mrec_follow(job);
 }
 
 bool store_make_room(router_t *r, router_job_t *writing)

@@ -61,6 +61,8 @@ void stream_destroy(struct stream *s)
 {
 	store_unwait(s);
 	lazy_unlink(s);
+	if (s->rank == ROUTER_RANK_WILDCARD)
+		mrec_free((struct merged *)s);
 	stream_flow_release(s);
 	store_account(s, -(int64_t)stream_store_held(s));
 	s->store_start = s->stored;
@@ -81,8 +83,7 @@ static size_t ring_idx(const struct stream *s, uint64_t off)
 	return (s->head + (size_t)(off - s->start)) % s->cap;
 }
 
-/* The ring's bytes [@so, @so + @len) (retained) as 1 or 2 iovecs. */
-static int ring_iov(const struct stream *s, uint64_t so, size_t len,
+int stream_ring_iov(const struct stream *s, uint64_t so, size_t len,
 		    struct iovec iov[2])
 {
 	size_t idx = ring_idx(s, so);
@@ -186,9 +187,16 @@ static void store_sync(struct stream *s)
 	}
 	while (s->stored < s->end) {
 		struct iovec iov[2];
-		int cnt = ring_iov(s, s->stored, (size_t)(s->end - s->stored),
-				   iov);
-		ssize_t w = ops->append(s->store, iov, cnt);
+		ssize_t w;
+
+		if (s->rank == ROUTER_RANK_WILDCARD && ops->append_ref)
+			w = mrec_write((struct merged *)s);
+		else
+			w = ops->append(s->store, iov,
+					stream_ring_iov(s, s->stored,
+							(size_t)(s->end -
+								 s->stored),
+							iov));
 
 		if (w == -ENOSPC || w == -EDQUOT) {
 			if (store_make_room(s->r, s->job))
@@ -327,6 +335,17 @@ uint64_t stream_store_evictable(const struct stream *s)
 {
 	uint64_t to = s->stored, lim;
 
+	if (s->rank != ROUTER_RANK_WILDCARD && s->r->store->append_ref) {
+		/* A blocking reader of the view behind what it stored reads
+		 * (or will, once the ring lets it go) from the store, and so
+		 * from this rank's file: keep it all. */
+		const struct stream *m =
+		    &s->job->m[s->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR]
+			 .s;
+
+		if (!m->complete && blocking_limit(m) < m->stored)
+			return 0;
+	}
 	if (!s->complete) { /* never what a blocking reader still needs */
 		lim = blocking_limit(s);
 		if (to > lim)
@@ -352,7 +371,23 @@ uint64_t stream_store_evict(struct stream *s, uint64_t to)
 	store_account(s, -(int64_t)(to - from));
 	if (s->store && s->r->store->drop)
 		s->r->store->drop(s->store, to);
+	if (s->rank != ROUTER_RANK_WILDCARD) /* mrec_follow() */
+		s->job->m[s->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR]
+		    .follow = true;
 	return to - from;
+}
+
+void stream_store_skip(struct stream *s, uint64_t to)
+{
+	uint64_t from = s->store_start;
+
+	if (to > s->stored)
+		to = s->stored;
+	if (to <= from)
+		return;
+	count_lost(s, from, to < s->start ? to : s->start);
+	s->store_start = to;
+	store_account(s, -(int64_t)(to - from));
 }
 
 /* Forget the bytes before @to (to <= end). */
@@ -659,7 +694,7 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 	len = (size_t)(s->end - so);
 	if (len > size)
 		len = size;
-	*iovcnt = ring_iov(s, so, len, iov);
+	*iovcnt = stream_ring_iov(s, so, len, iov);
 	*n = len;
 	reader_moved(rd, so + len);
 	return ROUTER_SUCCESS;

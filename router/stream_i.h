@@ -129,6 +129,13 @@ uint64_t stream_store_evict(struct stream *s, uint64_t to);
  * need). */
 uint64_t stream_store_held(const struct stream *s);
 uint64_t stream_store_evictable(const struct stream *s);
+/* The view's store no longer holds [store_start, @to) (a merged view
+ * stored by reference whose ranks evicted): counted as dropped where the
+ * ring does not hold them either. */
+void stream_store_skip(struct stream *s, uint64_t to);
+/* The ring's bytes [@so, @so + @len) (retained) as 1 or 2 iovecs. */
+int stream_ring_iov(const struct stream *s, uint64_t so, size_t len,
+		    struct iovec iov[2]);
 /* Store the waiting batches, retry every full store (router_run_timers()
  * and the store timer). */
 void stream_store_retry(router_t *r);

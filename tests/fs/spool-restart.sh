@@ -28,6 +28,30 @@ for r in 0 1 2; do
 done
 log "clean restart: job a exited 3, every byte"
 
+# 1b. 16 ranks interleaving lines: the merged view (an index into the rank
+#     files, fs/spool_mview.c) read late, then after a restart: the same
+#     size and bytes (sha256), each rank's lines in it what the rank
+#     printed, and on disk no second copy of them.
+run_job mv 16 sh -c "exec $PRODUCE -l -n 200K -s \$((IOFS_RANK + 40))"
+wait_for 60 exited "$MNT/mv/info" || fail "job mv did not end"
+size0=$(stat -c %s "$MNT/mv/stdout")
+timeout 30 cat "$MNT/mv/stdout" >"$T/mv.before" || fail "late cat of mv/stdout"
+assert_eq "mv: merged size vs bytes read" "$size0" "$(stat -c %s "$T/mv.before")"
+stop_daemon
+start_daemon -o spool="$SP"
+wait_for 10 test -d "$MNT/mv/15" || fail "job mv not restored"
+assert_eq "mv: merged size after the restart" "$size0" "$(stat -c %s "$MNT/mv/stdout")"
+timeout 30 cat "$MNT/mv/stdout" >"$T/mv.after" || fail "cat of mv/stdout after the restart"
+assert_eq "mv: merged view after the restart (sha256)" "$(sha "$T/mv.before")" "$(sha "$T/mv.after")"
+for r in $(seq 0 15); do "$PRODUCE" -l -n 200K -s $((r + 40)) >"$T/mvw.$r"; done
+python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/mv.after" mv 16 "$T/mvw." >"$T/mv.check" ||
+	fail "mv: the merged view after the restart is not what the ranks printed: $(grep -v ok "$T/mv.check" | head -5)"
+d=$(dirname "$(grep -lx mv "$SP"/*/nspace)")
+idx=$(($(stat -c %s "$d/stdout.idx") + $(stat -c %s "$d/stdout.lit")))
+[ ! -e "$d/stdout" ] && [ "$idx" -lt $((size0 / 100)) ] ||
+	fail "mv: the merged view takes $idx bytes on disk for $size0"
+log "restart, 16 ranks: merged view $size0 bytes the same (sha256), every rank's lines; index $idx bytes"
+
 # 2. kill -9 mid-stream, $KILLS times: the job comes back lost, its bytes a
 #    prefix of the rank's stream.
 for i in $(seq "$KILLS"); do
@@ -47,7 +71,13 @@ for i in $(seq "$KILLS"); do
 	assert_eq "k$i: $n bytes, a prefix" "$("$PRODUCE" -n 256M -b 4K -s $i | head -c "$n" | sha256sum | cut -d' ' -f1)" \
 		"$(timeout 30 cat "$MNT/k$i/0/stdout" | sha256sum | cut -d' ' -f1)"
 	assert_eq "k$i: bytes read" "$n" "$(timeout 30 cat "$MNT/k$i/0/stdout" | wc -c)"
-	log "kill -9 #$i: k$i restored lost, $n bytes exact"
+	# the merged view: whole records, each naming bytes the rank's file has
+	timeout 30 cat "$MNT/k$i/stdout" >"$T/k.merged" || fail "k$i: cat of the merged view"
+	assert_eq "k$i: merged size vs bytes read" "$(stat -c %s "$MNT/k$i/stdout")" "$(stat -c %s "$T/k.merged")"
+	timeout 30 cat "$MNT/k$i/0/stdout" >"$T/k.want0"
+	python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/k.merged" k$i 1 "$T/k.want" prefix >"$T/k.check" ||
+		fail "k$i: the merged view is not a prefix of the rank's bytes: $(cat "$T/k.check")"
+	log "kill -9 #$i: k$i restored lost, $n bytes exact, merged view $(stat -c %s "$T/k.merged") bytes consistent"
 done
 # every earlier life's jobs are there
 for i in $(seq "$KILLS"); do test -d "$MNT/k$i" || fail "k$i gone after later restarts"; done

@@ -279,11 +279,17 @@ static void spool_layout(void **state)
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
 	assert_int_equal(st.st_size, 6);
-	snprintf(path, sizeof(path), "%s/1/stdout", s->dir);
+	/* the merged view: an index into 0.stdout, and its tag */
+	snprintf(path, sizeof(path), "%s/1/stdout.idx", s->dir);
 	assert_int_equal(stat(path, &st), -1); /* a batch: not yet */
 	router_run_timers(s->h->r); /* ... or within STORE_RETRY_NS */
 	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_size, 6 + strlen("[lay,0]<stdout>: "));
+	assert_int_equal(st.st_size, 64 + 64);
+	snprintf(path, sizeof(path), "%s/1/stdout.lit", s->dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, strlen("[lay,0]<stdout>: "));
+	snprintf(path, sizeof(path), "%s/1/stdout", s->dir);
+	assert_int_equal(stat(path, &st), -1); /* no second copy */
 	snprintf(path, sizeof(path), "%s/1/0.stderr", s->dir);
 	assert_int_equal(stat(path, &st), -1); /* no byte, no file */
 	job = router_job_lookup(s->h->r, "lay");

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A merged view stored by reference: its pieces are recorded as they are
+ * formatted (router/line.c) and handed to the store as "these bytes of
+ * that rank's stream, with this tag at each line start"
+ * (router_store_ops.append_ref), so a spool writes the ranks' bytes once.
+ * What cannot be a reference (XML, a rank stream whose store failed, is
+ * full or evicted them) is stored as it is, from the view's ring.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "router/job_i.h"
+#include "router/router_i.h"
+
+/* Rank bytes in one record at most: a late read that starts inside a
+ * record renders it from its start. */
+#define MREC_BODY_MAX (256u << 10)
+
+bool mrec_on(const struct merged *m)
+{
+	const struct stream *s = &m->s;
+
+	return s->r->store && s->r->store->append_ref && !s->store_failed &&
+	       !m->noref;
+}
+
+void mrec_free(struct merged *m)
+{
+	free(m->recs);
+	m->recs = NULL;
+	m->rhead = m->nrec = m->rcap = 0;
+}
+
+static struct mrec *rec_new(struct merged *m)
+{
+	if (m->rhead == m->nrec)
+		m->rhead = m->nrec = 0;
+	if (m->nrec == m->rcap) {
+		size_t live = m->nrec - m->rhead;
+		size_t nc = m->rcap ? m->rcap * 2 : 8;
+		struct mrec *nr;
+
+		if (m->rhead > live) { /* mostly stored: compact instead */
+			memmove(m->recs, m->recs + m->rhead,
+				live * sizeof(*nr));
+			m->rhead = 0;
+			m->nrec = live;
+		} else {
+			nr = realloc(m->recs, nc * sizeof(*nr));
+			if (!nr)
+				return NULL;
+			m->recs = nr;
+			m->rcap = nc;
+		}
+	}
+	return &m->recs[m->nrec++];
+}
+
+static void set_body(struct mrec *rc, struct stream *src, uint64_t roff,
+		     uint64_t rlen, bool nl_end, const char *tag,
+		     size_t taglen)
+{
+	rc->src = src;
+	rc->roff = roff;
+	rc->rlen = rlen;
+	rc->nl_end = nl_end;
+	rc->taglen = (uint16_t)taglen;
+	memcpy(rc->tag, tag, taglen);
+}
+
+void mrec_add(struct merged *m, uint64_t moff, const char *lit, size_t plen,
+	      struct stream *src, uint64_t roff, uint64_t rlen, bool nl_end,
+	      const char *tag, size_t taglen)
+{
+	struct mrec *last = m->nrec > m->rhead ? &m->recs[m->nrec - 1] : NULL;
+	struct mrec *rc;
+
+	if (!mrec_on(m)) {
+		mrec_free(m);
+		return;
+	}
+	if (!rlen || taglen > MREC_TAG_MAX)
+		src = NULL; /* all literal */
+	if (last && last->moff + last->mlen == moff &&
+	    last->mlen + plen + rlen < MREC_BODY_MAX) {
+		if (!last->src) { /* after literal bytes: one prefix */
+			last->plen += (uint32_t)plen;
+			last->mlen += plen + (src ? rlen : 0);
+			if (src)
+				set_body(last, src, roff, rlen, nl_end, tag,
+					 taglen);
+			if (src || !rlen)
+				return;
+			last->plen += (uint32_t)rlen; /* rank bytes as such */
+			last->mlen += rlen;
+			return;
+		}
+		/* The same rank's next bytes, its tag in front (or none). */
+		if (src && last->src == src &&
+		    last->roff + last->rlen == roff &&
+		    plen == (last->nl_end ? last->taglen : 0) &&
+		    (!plen || !memcmp(lit, last->tag, plen))) {
+			last->rlen += rlen;
+			last->mlen += plen + rlen;
+			last->nl_end = nl_end;
+			return;
+		}
+	}
+	rc = rec_new(m);
+	if (!rc) { /* stored as they are, from the ring */
+		m->noref = true;
+		mrec_free(m);
+		return;
+	}
+	rc->moff = moff;
+	rc->plen = (uint32_t)plen;
+	rc->mlen = plen + rlen;
+	rc->src = NULL;
+	if (src)
+		set_body(rc, src, roff, rlen, nl_end, tag, taglen);
+	else
+		rc->plen += (uint32_t)rlen;
+}
+
+void mrec_trim(struct merged *m)
+{
+	while (m->nrec > m->rhead && m->recs[m->nrec - 1].moff >= m->s.end)
+		m->nrec--;
+}
+
+/* The record's bytes from @at on are stored as they are. */
+static void rec_literal_from(struct mrec *rc, uint64_t at)
+{
+	rc->mlen = rc->moff + rc->mlen - at;
+	rc->moff = at;
+	rc->plen = (uint32_t)rc->mlen;
+	rc->src = NULL;
+}
+
+/* The rank's bytes are in its store, as the view says. */
+static bool ref_ok(const struct mrec *rc)
+{
+	const struct stream *src = rc->src;
+
+	return src && src->store && !src->store_failed &&
+	       src->stored >= rc->roff + rc->rlen &&
+	       src->store_start <= rc->roff;
+}
+
+ssize_t mrec_write(struct merged *m)
+{
+	struct stream *s = &m->s;
+	const struct router_store_ops *ops = s->r->store;
+	struct mrec *rc = NULL;
+	struct iovec iov[2];
+	uint64_t lim = s->end;
+	ssize_t w;
+
+	while (m->rhead < m->nrec) {
+		rc = &m->recs[m->rhead];
+		if (rc->moff + rc->mlen > s->stored)
+			break;
+		m->rhead++; /* stored already (cannot happen) */
+		rc = NULL;
+	}
+	if (rc && rc->moff < s->stored)
+		rec_literal_from(rc, s->stored);
+	if (rc && rc->moff > s->stored) {
+		lim = rc->moff; /* bytes without a record */
+		rc = NULL;
+	} else if (rc) {
+		if (ref_ok(rc) && mrec_on(m)) {
+			struct router_store_ref ref = {
+			    .lit = iov,
+			    .src = rc->src->store,
+			    .rank = rc->src->rank,
+			    .off = rc->roff,
+			    .len = rc->rlen,
+			    .tag = rc->tag,
+			    .taglen = rc->taglen,
+			    .size = rc->mlen,
+			};
+
+			ref.nlit = rc->plen ? stream_ring_iov(s, rc->moff,
+							      rc->plen, iov)
+					    : 0;
+			w = ops->append_ref(s->store, &ref);
+			if (w == -EOPNOTSUPP) { /* an earlier life's file */
+				m->noref = true;
+			} else {
+				if (w == (ssize_t)rc->mlen)
+					m->rhead++;
+				else if (w >= 0)
+					w = -EIO; /* all or nothing */
+				return w;
+			}
+		}
+		rec_literal_from(rc, s->stored);
+		lim = rc->moff + rc->mlen;
+	}
+	w = ops->append(s->store, iov,
+			stream_ring_iov(s, s->stored,
+					(size_t)(lim - s->stored), iov));
+	if (w > 0 && rc) {
+		if (s->stored + (uint64_t)w >= rc->moff + rc->mlen)
+			m->rhead++;
+		else
+			rec_literal_from(rc, s->stored + (uint64_t)w);
+	}
+	return w;
+}
+
+void mrec_follow(router_job_t *job)
+{
+	const struct router_store_ops *ops = job->r->store;
+
+	for (int ci = 0; ci < CI_N; ci++) {
+		struct merged *m = &job->m[ci];
+
+		if (!m->follow)
+			continue;
+		m->follow = false;
+		if (m->s.store && ops->held_from)
+			stream_store_skip(&m->s, ops->held_from(m->s.store));
+	}
+}

@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/* The merged views stored as an index into the rank files (fs/spool_mview.c,
+ * router/mrec.c): the same output fed to a router without a store and a
+ * window that holds everything (the in-memory view: the reference) and to
+ * one over the spool with a 4 KiB window; a late read of the spool's merged
+ * views equals the reference byte for byte (every format, partial lines,
+ * interleaved ranks, stderr and stddiag), from any offset, after a restart,
+ * and with caps: what the caps evicted from the rank files is counted in
+ * merged_dropped_bytes and the rest equals the reference's tail. */
+#include "tests/router/spool_harness.h"
+
+#define BIG (64u << 20)
+
+struct feed {
+	uint64_t seed;
+	uint32_t nranks;
+	int steps;
+	bool formats; /* directives: timestamp, rank, XML, raw, plain */
+	bool plain;   /* no tags at all (TAG_OUTPUT false) */
+};
+
+static uint32_t rnd(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(*s >> 33);
+}
+
+static void reg_all(struct h *h, const char *ns, uint32_t n,
+		    router_rank_t **rk)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		router_proc_t p;
+		struct router_rank_info info = {.pid = 100 + i, .host = "n",
+						.uid = 1, .gid = 2,
+						.job_size = n};
+
+		assert_int_equal(router_proc_set(&p, ns, i), 0);
+		assert_int_equal(router_rank_register(h->r, &p, &info, &h_ops,
+						      &h->fr[i & 7], &rk[i]),
+				 0);
+	}
+}
+
+/* The same output into every router of @hs (@nh of them), same clock. */
+static void feed(struct h **hs, int nh, const char *ns, const struct feed *f,
+		 router_rank_t **rk /* [nh][nranks] */)
+{
+	uint64_t s = f->seed;
+	char buf[6000];
+	static const uint32_t chs[] = {ROUTER_CH_STDOUT, ROUTER_CH_STDOUT,
+				       ROUTER_CH_STDOUT, ROUTER_CH_STDERR,
+				       ROUTER_CH_STDDIAG};
+
+	for (int i = 0; i < nh; i++)
+		reg_all(hs[i], ns, f->nranks, rk + (size_t)i * f->nranks);
+	for (int step = 0; step < f->steps; step++) {
+		uint32_t rank = rnd(&s) % f->nranks;
+		uint32_t ch = chs[rnd(&s) % 5];
+		size_t len = 1 + rnd(&s) % (rnd(&s) % 8 ? 300 : 5000);
+		uint32_t nlrate = 10 + rnd(&s) % 100, set = 0, val = 0;
+		uint32_t pick = rnd(&s) % 16;
+
+		for (size_t k = 0; k < len; k++)
+			buf[k] = rnd(&s) % nlrate == 0
+				     ? '\n'
+				     : (char)('!' + rnd(&s) % 90);
+		if (f->formats && pick < 6) {
+			static const uint32_t bits[] = {
+			    ROUTER_DIR_TIMESTAMP, ROUTER_DIR_RANK_OUTPUT,
+			    ROUTER_DIR_XML_OUTPUT, ROUTER_DIR_OUTPUT_RAW,
+			    ROUTER_DIR_TAG_OUTPUT, ROUTER_DIR_TIMESTAMP};
+
+			set = bits[pick];
+			val = set == ROUTER_DIR_TAG_OUTPUT ? 0 : set;
+		}
+		if (f->plain) {
+			set = ROUTER_DIR_TAG_OUTPUT;
+			val = 0;
+		}
+		for (int i = 0; i < nh; i++)
+			h_put(hs[i], ns, rank, ch, buf, len, set, val, NULL);
+		if (rnd(&s) % 16 == 0) { /* partial lines flushed */
+			for (int i = 0; i < nh; i++) {
+				hs[i]->now += 150000000ull;
+				router_run_timers(hs[i]->r);
+			}
+		} else {
+			for (int i = 0; i < nh; i++)
+				hs[i]->now += 1000;
+		}
+	}
+	for (int i = 0; i < nh; i++) {
+		for (uint32_t k = 0; k < f->nranks; k++)
+			router_rank_exit(rk[(size_t)i * f->nranks + k],
+					 ROUTER_STATE_EXITED, 0);
+		router_run_timers(hs[i]->r);
+	}
+}
+
+/* All of @job's merged view of @ch from offset 0 (skewed past what is
+ * gone); *len its bytes. */
+static char *merged(router_job_t *job, uint32_t ch, size_t *len)
+{
+	size_t cap = 8u << 20;
+	char *out = malloc(cap);
+
+	assert_non_null(out);
+	*len = read_all(job, ROUTER_RANK_WILDCARD, ch, out, cap);
+	assert_true(*len < cap);
+	return out;
+}
+
+/* Reads at @n offsets of the view from a fresh reader each time (the
+ * index searched, the cursor moved back and forth) equal @ref there. */
+static void random_reads(router_job_t *job, uint32_t ch, const char *ref,
+			 size_t len, uint64_t dropped, int n)
+{
+	uint64_t s = 77;
+	char out[9000];
+
+	for (int i = 0; i < n && len; i++) {
+		uint64_t at = rnd(&s) % len, off = dropped + at;
+		size_t want = 1 + rnd(&s) % sizeof(out), got;
+		router_reader_t *rd;
+
+		if (want > len - at)
+			want = len - at;
+		assert_int_equal(router_reader_open(job, ROUTER_RANK_WILDCARD,
+						    ch, 0, NULL, NULL, &rd),
+				 0);
+		/* a fresh reader: file offsets are view offsets */
+		got = h_drain(rd, &off, out, want);
+		assert_int_equal(got, want);
+		assert_memory_equal(out, ref + dropped + at, want);
+		router_reader_close(rd);
+	}
+}
+
+/* The spool's views (after a restart if @restart) equal the reference's
+ * tail past merged_dropped_bytes. */
+static void check_views(router_job_t *ref, router_job_t *job)
+{
+	static const uint32_t chs[] = {ROUTER_CH_STDOUT, ROUTER_CH_STDERR};
+
+	for (int i = 0; i < 2; i++) {
+		size_t rlen, len;
+		char *r = merged(ref, chs[i], &rlen), *m = merged(job, chs[i],
+								   &len);
+		struct router_stats st;
+		uint64_t dropped;
+
+		router_job_stats(job, &st);
+		/* merged_dropped_bytes is both views': check per view */
+		dropped = rlen - len;
+		assert_true(dropped <= st.merged_dropped_bytes);
+		assert_memory_equal(m, r + dropped, len);
+		random_reads(job, chs[i], r, len, dropped, 40);
+		free(r);
+		free(m);
+	}
+}
+
+static struct h *restart(struct sp *s, spool_t **sp2, uint64_t stream,
+			 uint64_t jobcap)
+{
+	struct router_config cfg = {.window = WIN, .low_water = WIN / 4,
+				    .store_max_stream = stream,
+				    .store_max_job = jobcap};
+	char err[256];
+	struct h *h2;
+
+	h_free(s->h); /* the daemon stops: files kept */
+	spool_free(s->sp);
+	s->h = NULL;
+	assert_int_equal(spool_new(NULL, s->dir, err, sizeof(err), sp2), 0);
+	cfg.store = spool_store_ops();
+	cfg.store_ctx = *sp2;
+	h2 = h_new(&cfg);
+	assert_int_equal(spool_restore(*sp2, h2->r, false), 1);
+	return h2;
+}
+
+static void run(const struct feed *f, uint64_t stream, uint64_t jobcap)
+{
+	struct router_config rc = {.window = BIG};
+	struct h *ref = h_new(&rc);
+	struct sp *s = sp_caps(stream, jobcap, 0);
+	struct h *hs[2] = {ref, s->h};
+	router_rank_t **rk = calloc(2 * f->nranks, sizeof(*rk));
+	router_job_t *rj, *job;
+	struct router_stats st, st2;
+	spool_t *sp2;
+	struct h *h2;
+
+	assert_non_null(rk);
+	feed(hs, 2, "ix", f, rk);
+	rj = router_job_lookup(ref->r, "ix");
+	job = router_job_lookup(s->h->r, "ix");
+	router_job_stats(rj, &st);
+	assert_int_equal(st.merged_dropped_bytes, 0); /* holds everything */
+	check_views(rj, job);
+	router_job_stats(job, &st);
+	if (!stream && !jobcap)
+		assert_int_equal(st.merged_dropped_bytes, 0);
+	else
+		assert_true(st.merged_dropped_bytes > 0);
+	h2 = restart(s, &sp2, stream, jobcap);
+	job = router_job_lookup(h2->r, "ix");
+	assert_non_null(job);
+	check_views(rj, job);
+	router_job_stats(job, &st2);
+	assert_int_equal(st2.stdout_bytes, st.stdout_bytes);
+	assert_int_equal(st2.stderr_bytes, st.stderr_bytes);
+	/* what a cap evicted but the window still held is gone now */
+	assert_true(st2.dropped_bytes >= st.dropped_bytes);
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(s->dir, 1);
+	free(s);
+	h_free(ref);
+	free(rk);
+}
+
+/* 8 ranks, every format, partial lines: late read == in memory, also
+ * after a restart. */
+static void index_equals_memory(void **state)
+{
+	struct feed f = {.seed = 1, .nranks = 8, .steps = 3000,
+			 .formats = true};
+
+	(void)state;
+	run(&f, 0, 0);
+}
+
+/* 64 ranks of tagged lines, restart: byte-exact. */
+static void index_many_ranks_restart(void **state)
+{
+	struct feed f = {.seed = 2, .nranks = 64, .steps = 4000};
+
+	(void)state;
+	run(&f, 0, 0);
+}
+
+/* A stream cap evicts from the rank files: the views skip the pieces
+ * that repeated those bytes, count them dropped, and show the rest
+ * exactly, before and after a restart. */
+static void index_stream_cap(void **state)
+{
+	struct feed f = {.seed = 3, .nranks = 4, .steps = 3000,
+			 .formats = true};
+
+	(void)state;
+	run(&f, 64 * 1024, 0);
+}
+
+/* A job cap: the largest streams (the views first) lose their oldest. */
+static void index_job_cap(void **state)
+{
+	struct feed f = {.seed = 4, .nranks = 6, .steps = 3000};
+
+	(void)state;
+	run(&f, 0, 256 * 1024);
+}
+
+/* One rank, no tags: the rank stream and its view are as large, and the
+ * job cap takes the rank's oldest bytes first (the first of the largest):
+ * the view follows (held_from), skipping what repeated them. */
+static void index_rank_evicts_first(void **state)
+{
+	struct feed f = {.seed = 5, .nranks = 1, .steps = 3000,
+			 .plain = true};
+
+	(void)state;
+	run(&f, 0, 128 * 1024);
+}
+
+/* A blocking reader of a running view that reads its history from the
+ * store keeps its ranks' files whole (they hold its bytes): the job cap
+ * cannot evict the rank, the reader gets every byte, nothing dropped. */
+static void index_blocking_reader_keeps_ranks(void **state)
+{
+	struct sp *s = sp_caps(0, 128 * 1024, 0);
+	size_t n = 400000, got;
+	char *in = malloc(n), *out = malloc(n + 1);
+	router_reader_t *rd;
+	router_job_t *job;
+	struct router_stats st;
+	uint64_t off = 0;
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 100 == 99 ? '\n' : (char)('a' + i % 26);
+	h_reg(s->h, "bl", 0, 1);
+	job = router_job_lookup(s->h->r, "bl");
+	assert_int_equal(router_reader_open(job, ROUTER_RANK_WILDCARD,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	for (size_t at = 0; at < n; at += 1000) /* no tags: as large */
+		h_put(s->h, "bl", 0, ROUTER_CH_STDOUT, in + at, 1000,
+		      ROUTER_DIR_TAG_OUTPUT, 0, NULL);
+	router_run_timers(s->h->r);
+	got = h_drain(rd, &off, out, n + 1);
+	assert_int_equal(got, n);
+	assert_memory_equal(out, in, n);
+	router_job_stats(job, &st);
+	assert_int_equal(st.merged_dropped_bytes, 0);
+	assert_int_equal(st.dropped_bytes, 0);
+	router_reader_close(rd);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	sp_free(s);
+	free(in);
+	free(out);
+}
+
+/* The index files: a record per piece, not a copy of the bytes. */
+static void index_is_small(void **state)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	char line[100];
+	long long size, blocks;
+
+	(void)state;
+	memset(line, 'x', sizeof(line));
+	line[99] = '\n';
+	h_reg(s->h, "sm", 0, 1);
+	for (int i = 0; i < 2000; i++) /* 200 KB of lines */
+		h_put(s->h, "sm", 0, ROUTER_CH_STDOUT, line, sizeof(line), 0,
+		      0, NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	assert_true(file_blocks(s->dir, "0", "0.stdout", &size) >= 0);
+	assert_int_equal(size, 200000);
+	blocks = file_blocks(s->dir, "0", "stdout.idx", &size);
+	assert_true(blocks >= 0);
+	assert_true(size <= 64 + 64 * 8); /* a record per 64 KiB batch */
+	assert_true(file_blocks(s->dir, "0", "stdout.lit", &size) >= 0);
+	assert_true(size < 200);
+	sp_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(index_equals_memory),
+	    cmocka_unit_test(index_many_ranks_restart),
+	    cmocka_unit_test(index_stream_cap),
+	    cmocka_unit_test(index_job_cap),
+	    cmocka_unit_test(index_rank_evicts_first),
+	    cmocka_unit_test(index_blocking_reader_keeps_ranks),
+	    cmocka_unit_test(index_is_small),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
