@@ -40,6 +40,7 @@ enum {
 	RUN_SUSP_XOFF = 1u << 0,   /* the daemon sent XOFF for it */
 	RUN_SUSP_CREDIT = 1u << 1, /* too much output not yet ACKed */
 	RUN_SUSP_REPLAY = 1u << 2, /* reconnecting: the replay buffer is full */
+	RUN_SUSP_HANDOVER = 1u << 3, /* the daemon reads this pipe itself */
 };
 
 #define RUN_REPLAY_DEFAULT	  (4u << 20) /* --replay-buffer */
@@ -62,6 +63,9 @@ struct run_opts {
 	uint32_t reconnect_s;
 	size_t replay_max;
 	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
+	/* --no-handover or $IOFS_NO_HANDOVER=1: never hand the pipes over
+	 * (docs/protocol.md, "Pipe hand-over"); DATA frames as before */
+	bool no_handover;
 	char **argv;
 };
 
@@ -79,7 +83,11 @@ struct run_kids;
 struct run_kids_ops {
 	/* true: give the children pipes; false: they inherit our stdio */
 	bool (*linked)(void *ctx);
-	void (*rank_start)(void *ctx, uint32_t rank, pid_t pid);
+	/* @fds: our ends of its stdin, stdout, stderr pipes.  True: the
+	 * daemon took them over (the hand-over): the child does not read its
+	 * output pipes while the link lasts, and sends no COMPLETE. */
+	bool (*rank_start)(void *ctx, uint32_t rank, pid_t pid,
+			   const int fds[3]);
 	/* output bytes of @rank's @channel */
 	void (*data)(void *ctx, uint32_t rank, uint32_t channel,
 		     const uint8_t *buf, size_t len);
@@ -196,6 +204,10 @@ struct run_link {
 	uint64_t reconnects, replayed, dup_dropped, lost_bytes;
 	uint64_t xon_implicit;	   /* XOFF latches cleared by a link loss */
 	uint64_t handover_local;   /* bytes printed here at the hand-over */
+	/* The pipe hand-over (WELCOME said yes): no DATA, no resume; on a
+	 * link loss we read our copies of the pipes ourselves. */
+	bool handover;
+	uint32_t handed; /* ranks whose pipes the daemon took */
 };
 
 /* The children's view of the link (struct run_kids_ops, ctx: the link). */

@@ -26,6 +26,7 @@
 #include "net/framer.h"
 #include "net/net_i.h"
 #include "net/run_i.h"
+#include "net/wire.h"
 
 static int64_t now_ms(void)
 {
@@ -252,6 +253,9 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 	 * socket's SO_PEERCRED does that already (protocol 2, any daemon,
 	 * when we do not resume). */
 	bool tcp = strncmp(l->o->addr, "tcp:", 4) == 0;
+	/* Same host: offer the pipes themselves (not on a resume: a link
+	 * that handed them over does not resume, run_resume.c). */
+	bool offer = !tcp && !resume && !l->o->no_handover;
 	char *cred = NULL, mwhy[256] = "";
 	if (tcp && auth_encode(auth_socket(l->o->munge_socket), l->o->nspace,
 			       l->o->rank_base, l->o->count, &cred, mwhy,
@@ -265,7 +269,8 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 	    .type = PROTO_HELLO,
 	    .hello = {.version = version,
 		      .flags = PROTO_HELLO_F_NAME |
-			       (resume ? PROTO_HELLO_F_RESUME : 0),
+			       (resume ? PROTO_HELLO_F_RESUME : 0) |
+			       (offer ? PROTO_HELLO_F_HANDOVER : 0),
 		      .cred = version >= 3 ? cred : NULL,
 		      .cred_len = cred && version >= 3 ? strlen(cred) : 0,
 		      .rank_base = l->o->rank_base,
@@ -317,6 +322,7 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 		goto out_close;
 	}
 	l->version = version;
+	l->handover = offer && (reply.flags & PROTO_WELCOME_F_HANDOVER);
 	take_name(l, &reply);
 	return fd;
 
@@ -350,9 +356,10 @@ int run_link_open(struct run_link *l)
 		goto fallback;
 	l->fd = fd;
 	l->linked = true;
-	run_log(l->log, LOG_INFO, "connected to %s: job '%s' ranks %u..%u",
+	run_log(l->log, LOG_INFO, "connected to %s: job '%s' ranks %u..%u%s",
 		l->o->addr, l->o->nspace, l->o->rank_base,
-		l->o->rank_base + l->o->count - 1);
+		l->o->rank_base + l->o->count - 1,
+		l->handover ? " (pipes handed over)" : "");
 	return 0;
 
 fallback:
@@ -395,7 +402,55 @@ static struct rlrank *rl(struct run_link *l, uint32_t rank)
 	return &l->rs[rank - l->o->rank_base];
 }
 
-static void kops_rank_start(void *ctx, uint32_t rank, pid_t pid)
+/* Write out what the bufferevent holds (bounded): SCM_RIGHTS must not
+ * overtake bytes queued before it. */
+static int flush_output(struct run_link *l)
+{
+	struct evbuffer *out = bufferevent_get_output(l->bev);
+	int fd = bufferevent_getfd(l->bev);
+	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
+
+	while (evbuffer_get_length(out) > 0) {
+		int n = evbuffer_write(out, fd);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			int rc = wait_fd(fd, POLLOUT, dl);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+	}
+	return 0;
+}
+
+/* RANK_START with the rank's pipes attached (the hand-over). */
+static bool send_pipes(struct run_link *l, const struct proto_frame *f,
+		       const int fds[3])
+{
+	uint8_t buf[PROTO_HEAD_MAX];
+	ssize_t n = proto_encode(f, buf, sizeof(buf));
+	int rc = n < 0 ? (int)n : flush_output(l);
+
+	if (rc == 0)
+		rc = wire_send_fds(bufferevent_get_output(l->bev),
+				   bufferevent_getfd(l->bev), buf, (size_t)n,
+				   fds, 3);
+	if (rc < 0) {
+		char why[200];
+		snprintf(why, sizeof(why), "handing the pipes over: %s",
+			 strerror(-rc));
+		run_link_down(l, why);
+		return false;
+	}
+	l->handed++;
+	return true;
+}
+
+static bool kops_rank_start(void *ctx, uint32_t rank, pid_t pid,
+			    const int fds[3])
 {
 	struct run_link *l = ctx;
 	struct proto_frame f = {
@@ -403,7 +458,10 @@ static void kops_rank_start(void *ctx, uint32_t rank, pid_t pid)
 
 	if (l->rs)
 		rl(l, rank)->pid = pid;
+	if (l->bev && l->handover)
+		return send_pipes(l, &f, fds);
 	send_frame(l, &f);
+	return false;
 }
 
 static void kops_data(void *ctx, uint32_t rank, uint32_t channel,
