@@ -93,15 +93,16 @@ static void deliver_cb(int status, void *cbdata)
 	conn_dq_pump(c);
 }
 
-/* Entry @e (head zeroed, @len bytes at e->bytes or none) into the router
- * and the FIFO; @e is owned from now on. */
+/* Entry @e (head zeroed, @len bytes at @payload inside e->bytes, or none)
+ * into the router and the FIFO; @e is owned from now on. */
 static int deliver_entry(struct conn *c, uint32_t idx, uint32_t channel,
-			 struct dq_entry *e, size_t len, bool complete)
+			 struct dq_entry *e, const uint8_t *payload, size_t len,
+			 bool complete)
 {
 	struct crank *cr = &c->ranks[idx];
 	router_proc_t proc;
 
-	e->payload = e->bytes;
+	e->payload = payload;
 	e->rank_idx = idx;
 	e->len = len;
 	e->dirs = c->dirs;
@@ -142,8 +143,10 @@ int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
 		memset(e, 0, sizeof(*e));
 		if (len)
 			memcpy(e->bytes, bytes, len);
+		bytes = e->bytes;
 	}
-	return deliver_entry(c, idx, channel, e, len, complete);
+	/* a taken frame: @bytes point past its header, inside the entry */
+	return deliver_entry(c, idx, channel, e, bytes, len, complete);
 }
 
 int conn_deliver_piped(struct conn *c, uint32_t idx, uint32_t channel,
@@ -156,7 +159,7 @@ int conn_deliver_piped(struct conn *c, uint32_t idx, uint32_t channel,
 					 "out of memory");
 	}
 	e->old = true; /* the forwarder never sent these: not ACKed */
-	return deliver_entry(c, idx, channel, e, len, complete);
+	return deliver_entry(c, idx, channel, e, e->bytes, len, complete);
 }
 
 int conn_dq_exit(struct conn *c, uint32_t idx, int status)

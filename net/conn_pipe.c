@@ -166,9 +166,14 @@ static void pipe_eof(struct conn_pipe *p)
 			return;
 	}
 	if (c->draining && conn_pipes_done(c)) {
-		srv_log(c->srv, LOG_INFO,
-			"conn %llu (job %s): its ranks' pipes are drained",
-			(unsigned long long)c->id, c->nspace);
+		bool lost = false;
+		for (uint32_t i = 0; i < c->rank_count; i++)
+			lost |= c->ranks[i].state == CRANK_RUNNING &&
+				!c->ranks[i].exit_queued;
+		srv_log(c->srv, lost ? LOG_WARNING : LOG_INFO,
+			"conn %llu (job %s): its ranks' pipes are drained%s",
+			(unsigned long long)c->id, c->nspace,
+			lost ? "; its running ranks are lost" : "");
 		c->dead = true;
 		conn_kick(c);
 	}
@@ -215,12 +220,21 @@ static void stdin_close(struct crank *cr)
 {
 	struct crank_pipes *pp = cr->pp;
 
+	size_t left = evbuffer_get_length(pp->in_q);
+
 	if (pp->in_fd < 0)
 		return;
 	event_del(pp->in_ev);
 	close(pp->in_fd);
 	pp->in_fd = -1;
-	evbuffer_drain(pp->in_q, evbuffer_get_length(pp->in_q));
+	if (left) { /* as the forwarder says it on the socket path */
+		evbuffer_drain(pp->in_q, left);
+		srv_log(cr->c->srv, LOG_INFO,
+			"conn %llu (job %s): rank %u: discarded %zu bytes of "
+			"stdin it did not read",
+			(unsigned long long)cr->c->id, cr->c->nspace, cr->rank,
+			left);
+	}
 	if (cr->stdin_want & STDIN_SUSP_PIPE) {
 		cr->stdin_want &= ~STDIN_SUSP_PIPE;
 		conn_kick(cr->c);
