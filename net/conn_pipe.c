@@ -67,7 +67,7 @@ void conn_pipe_fds(void *ctx, const int *fds, int n)
 				  "descriptors without a hand-over");
 		return;
 	}
-	if (c->fdq_head + c->fdq_len + (size_t)n > c->fdq_cap) {
+	if (c->fdq && c->fdq_head + c->fdq_len + (size_t)n > c->fdq_cap) {
 		memmove(c->fdq, c->fdq + c->fdq_head,
 			c->fdq_len * sizeof(*c->fdq));
 		c->fdq_head = 0;
