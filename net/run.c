@@ -527,7 +527,10 @@ int main(int argc, char **argv)
 		goto out_release;
 	run_kids_spawn(&r->kids);
 	run_kids_reap(&r->kids); /* a child may have exited before the loop */
-	if (!run_kids_done(&r->kids))
+	/* Every rank may be done already (after a hand-over nothing waits for
+	 * the pipes): the loop still runs until the daemon ACKed the EXITs. */
+	if (!run_kids_done(&r->kids) ||
+	    (run_link_up(&r->link) && !run_link_settled(&r->link)))
 		event_base_dispatch(r->base);
 	rc = r->link.failed_strict ? 1 : r->kids.exit_code;
 	if (r->link.xoff_rx || r->link.xon_rx)

@@ -356,10 +356,12 @@ int run_link_open(struct run_link *l)
 		goto fallback;
 	l->fd = fd;
 	l->linked = true;
-	run_log(l->log, LOG_INFO, "connected to %s: job '%s' ranks %u..%u%s",
+	run_log(l->log, LOG_INFO, "connected to %s: job '%s' ranks %u..%u",
 		l->o->addr, l->o->nspace, l->o->rank_base,
-		l->o->rank_base + l->o->count - 1,
-		l->handover ? " (pipes handed over)" : "");
+		l->o->rank_base + l->o->count - 1);
+	if (l->handover)
+		run_log(l->log, LOG_INFO,
+			"the daemon takes the ranks' pipes (hand-over)");
 	return 0;
 
 fallback:
