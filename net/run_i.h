@@ -3,7 +3,8 @@
  * iofs-run internals: run.c (options, main loop, finish, exit status),
  * run_child.c (children, pipes, stdin queues: struct run_kids),
  * run_link.c (the connection to the daemon: HELLO, frames, ACK accounting,
- * fallback: struct run_link), run_env.c (rank, size and job name from the
+ * fallback: struct run_link), run_handover.c (RANK_START with the pipes,
+ * on a Unix socket), run_env.c (rank, size and job name from the
  * launcher's environment).  The children talk to the link only through
  * struct run_kids_ops; the link talks to them only through run_kids_*().
  */
@@ -249,6 +250,12 @@ void run_link_send(struct run_link *l, const struct proto_frame *f);
 /* EXIT for @rank from its wait status (counted in exits_sent); nothing
  * while the link is down. */
 void run_link_send_exit(struct run_link *l, uint32_t rank, int wstatus);
+
+/* run_handover.c: RANK_START with @fds (stdin write end, stdout and
+ * stderr read ends) attached, after what is queued ahead of it; true if
+ * sent (else the link went down, said why). */
+bool run_link_send_pipes(struct run_link *l, const struct proto_frame *f,
+			 const int fds[3]);
 
 /* run_resume.c */
 /* The link broke: start reconnecting (true), or false if it cannot

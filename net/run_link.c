@@ -26,7 +26,6 @@
 #include "net/framer.h"
 #include "net/net_i.h"
 #include "net/run_i.h"
-#include "net/wire.h"
 
 static int64_t now_ms(void)
 {
@@ -404,53 +403,6 @@ static struct rlrank *rl(struct run_link *l, uint32_t rank)
 	return &l->rs[rank - l->o->rank_base];
 }
 
-/* Write out what the bufferevent holds (bounded): SCM_RIGHTS must not
- * overtake bytes queued before it. */
-static int flush_output(struct run_link *l)
-{
-	struct evbuffer *out = bufferevent_get_output(l->bev);
-	int fd = bufferevent_getfd(l->bev);
-	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
-
-	while (evbuffer_get_length(out) > 0) {
-		int n = evbuffer_write(out, fd);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			int rc = wait_fd(fd, POLLOUT, dl);
-			if (rc < 0)
-				return rc;
-			continue;
-		}
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-	}
-	return 0;
-}
-
-/* RANK_START with the rank's pipes attached (the hand-over). */
-static bool send_pipes(struct run_link *l, const struct proto_frame *f,
-		       const int fds[3])
-{
-	uint8_t buf[PROTO_HEAD_MAX];
-	ssize_t n = proto_encode(f, buf, sizeof(buf));
-	int rc = n < 0 ? (int)n : flush_output(l);
-
-	if (rc == 0)
-		rc = wire_send_fds(bufferevent_get_output(l->bev),
-				   bufferevent_getfd(l->bev), buf, (size_t)n,
-				   fds, 3);
-	if (rc < 0) {
-		char why[200];
-		snprintf(why, sizeof(why), "handing the pipes over: %s",
-			 strerror(-rc));
-		run_link_down(l, why);
-		return false;
-	}
-	l->handed++;
-	return true;
-}
-
 static bool kops_rank_start(void *ctx, uint32_t rank, pid_t pid,
 			    const int fds[3])
 {
@@ -461,7 +413,7 @@ static bool kops_rank_start(void *ctx, uint32_t rank, pid_t pid,
 	if (l->rs)
 		rl(l, rank)->pid = pid;
 	if (l->bev && l->handover)
-		return send_pipes(l, &f, fds);
+		return run_link_send_pipes(l, &f, fds);
 	send_frame(l, &f);
 	return false;
 }
