@@ -90,11 +90,16 @@ static void info_format(router_job_t *job, uint32_t rank,
 	/* The forwarder's connection (docs/protocol.md, "Resume"). */
 	if (is_rank)
 		out_printf(o,
-			   "link: %s\nreconnects: %" PRIu64
+			   "link: %s\npath: %s\nreconnects: %" PRIu64
 			   "\nbytes_replayed: %" PRIu64 "\n",
-			   st->link == ROUTER_LINK_UP	     ? "connected"
+			   st->link == ROUTER_LINK_UP ||
+				   st->link == ROUTER_LINK_HANDOVER
+			       ? "connected"
 			   : st->link == ROUTER_LINK_WAITING ? "reconnecting"
 							     : "none",
+			   st->link == ROUTER_LINK_HANDOVER ? "handover"
+			   : st->link == ROUTER_LINK_NONE   ? "none"
+							    : "socket",
 			   st->reconnects, st->replayed);
 	else
 		out_printf(o,

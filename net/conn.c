@@ -171,6 +171,8 @@ static void op_flow(void *ctx, router_rank_t *rank, uint32_t channel, bool xoff)
 		c->xon_sent++;
 		cr->out_latch &= ~channel;
 	}
+	if (cr->pp) /* hand-over: the latch stops our own pipe reads */
+		conn_pipe_update(c);
 	send_frame(c, &f); /* detached: re-sent as latch state on resume */
 }
 
@@ -184,6 +186,8 @@ static int op_stdin_write(void *ctx, router_rank_t *rank, const void *bytes,
 	if ((!c->bev && !c->detached) || c->closing ||
 	    cr->state != CRANK_RUNNING)
 		return -EPIPE;
+	if (cr->pp) /* hand-over: straight into the rank's pipe */
+		return conn_pipe_stdin(cr, p, len);
 	/* Kept until STDIN_ACKed (version 4): a reconnect re-sends them. */
 	if (c->version >= 4 && conn_resume_keep(cr, p, len) < 0)
 		return -ENOMEM;
@@ -211,6 +215,8 @@ static void op_stdin_eof(void *ctx, router_rank_t *rank)
 	struct proto_frame f = {.type = PROTO_STDIN_EOF, .rank = cr->rank};
 
 	cr->stdin_eof_sent = true;
+	if (cr->pp) /* and the forwarder closes its copy (STDIN_EOF) */
+		conn_pipe_stdin_eof(cr);
 	if (!cr->await_resume)
 		send_frame(cr->c, &f);
 }
@@ -297,7 +303,11 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 				 cr->rank, c->nspace, router_strerror(rc));
 	}
 	cr->state = CRANK_RUNNING;
-	router_rank_set_link(cr->rr, ROUTER_LINK_UP, c->resumes);
+	if (c->handover && (rc = conn_pipe_start(cr)) < 0)
+		return rc;
+	router_rank_set_link(cr->rr,
+			     cr->pp ? ROUTER_LINK_HANDOVER : ROUTER_LINK_UP,
+			     c->resumes);
 	router_rank_count_replayed(cr->rr, cr->replay_pending);
 	cr->replay_pending = 0;
 	/* Output already backed up toward this forwarder: start XOFFed. */
@@ -331,23 +341,15 @@ static int on_exit_frame(void *ctx, const struct proto_frame *f)
 {
 	struct conn *c = ctx;
 	struct crank *cr = running_rank(c, f);
-	struct dq_entry *e;
 
 	if (!cr)
 		return -EPROTO;
-	e = calloc(1, sizeof(*e));
-	if (!e) {
-		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-	}
-	e->is_exit = true;
-	e->done = true;
-	e->rank_idx = f->rank - c->rank_base;
-	e->exit_status =
+	int status =
 	    f->how == PROTO_EXIT_SIGNAL ? 128 + (int)f->code : (int)f->code;
 	cr->exit_queued = true;
-	conn_dq_push(c, e);
-	conn_dq_pump(c);
-	return 0;
+	if (conn_pipe_hold_exit(cr, status)) /* after its pipes' last byte */
+		return 0;
+	return conn_dq_exit(c, f->rank - c->rank_base, status);
 }
 
 static int on_flow(void *ctx, const struct proto_frame *f)
@@ -456,13 +458,14 @@ static const struct framer_ops conn_framer_ops = {
     .fail = conn_in_fail,
     .trace = conn_in_trace,
     .take = conn_in_take,
+    .fds = conn_pipe_fds,
 };
 
 static void conn_lost_log(struct conn *c, const char *what)
 {
 	bool lost = false;
 
-	if (c->detach_pending || c->detached)
+	if (c->detach_pending || c->detached || conn_pipe_drain(c))
 		return;
 	if (conn_resume_wants(c)) { /* its ranks wait for a resume */
 		srv_log(c->srv, LOG_WARNING,
@@ -612,6 +615,12 @@ static void conn_service(struct conn *c)
 		conn_destroy(c);
 		return;
 	}
+	if (c->draining && c->bev) { /* the forwarder is gone: no socket */
+		event_free(c->rev);
+		c->rev = NULL;
+		bufferevent_free(c->bev);
+		c->bev = NULL;
+	}
 	if (c->handoff) {
 		conn_resume_handoff(c);
 		return;
@@ -628,6 +637,7 @@ static void conn_service(struct conn *c)
 		cr->stdin_xoff = want;
 		router_stdin_flow(cr->rr, want);
 	}
+	conn_pipe_update(c);
 	if (!c->susp && !c->closing && c->bev && !c->detached) {
 		conn_reading(c, true);
 		framer_process(&c->fr);
@@ -735,6 +745,7 @@ void conn_destroy(struct conn *c)
 	if (c->handoff && c->handoff->handoff == c)
 		c->handoff->handoff = NULL; /* a resume that did not happen */
 	conn_dq_release(c);
+	conn_pipe_release(c); /* held EXITs applied */
 	for (uint32_t i = 0; i < c->rank_count; i++) {
 		conn_rank_finish(&c->ranks[i], ROUTER_STATE_LOST, -1);
 		conn_resume_release(&c->ranks[i]);

@@ -382,6 +382,8 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 		w.name = c->nspace;
 		w.name_len = strlen(c->nspace);
 	}
+	if (conn_pipe_offer(c)) /* every RANK_START brings the pipes */
+		w.flags |= PROTO_WELCOME_F_HANDOVER;
 	conn_send(c, &w);
 	return 0;
 }

@@ -93,27 +93,16 @@ static void deliver_cb(int status, void *cbdata)
 	conn_dq_pump(c);
 }
 
-int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
-		 const uint8_t *bytes, size_t len, bool complete)
+/* Entry @e (head zeroed, @len bytes at @payload inside e->bytes, or none)
+ * into the router and the FIFO; @e is owned from now on. */
+static int deliver_entry(struct conn *c, uint32_t idx, uint32_t channel,
+			 struct dq_entry *e, const uint8_t *payload, size_t len,
+			 bool complete)
 {
 	struct crank *cr = &c->ranks[idx];
-	struct dq_entry *e = c->frame_entry;
 	router_proc_t proc;
 
-	if (e) { /* the frame was read straight into an entry: no copy */
-		c->frame_entry = NULL;
-	} else {
-		e = malloc(sizeof(*e) + len);
-		if (!e) {
-			return conn_fail(c, PROTO_REFUSED_ROUTER,
-					 "out of memory");
-		}
-		memset(e, 0, sizeof(*e));
-		if (len)
-			memcpy(e->bytes, bytes, len);
-		bytes = e->bytes;
-	}
-	e->payload = bytes;
+	e->payload = payload;
 	e->rank_idx = idx;
 	e->len = len;
 	e->dirs = c->dirs;
@@ -135,6 +124,56 @@ int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
 	int ci = proto_channel_index(channel);
 	if (!complete && ci >= 0)
 		cr->held[ci] += len;
+	return 0;
+}
+
+int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
+		 const uint8_t *bytes, size_t len, bool complete)
+{
+	struct dq_entry *e = c->frame_entry;
+
+	if (e) { /* the frame was read straight into an entry: no copy */
+		c->frame_entry = NULL;
+	} else {
+		e = malloc(sizeof(*e) + len);
+		if (!e) {
+			return conn_fail(c, PROTO_REFUSED_ROUTER,
+					 "out of memory");
+		}
+		memset(e, 0, sizeof(*e));
+		if (len)
+			memcpy(e->bytes, bytes, len);
+		bytes = e->bytes;
+	}
+	/* a taken frame: @bytes point past its header, inside the entry */
+	return deliver_entry(c, idx, channel, e, bytes, len, complete);
+}
+
+int conn_deliver_piped(struct conn *c, uint32_t idx, uint32_t channel,
+		       struct dq_entry *e, size_t len, bool complete)
+{
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return conn_fail(c, PROTO_REFUSED_ROUTER,
+					 "out of memory");
+	}
+	e->old = true; /* the forwarder never sent these: not ACKed */
+	return deliver_entry(c, idx, channel, e, e->bytes, len, complete);
+}
+
+int conn_dq_exit(struct conn *c, uint32_t idx, int status)
+{
+	struct dq_entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+	e->is_exit = true;
+	e->done = true;
+	e->rank_idx = idx;
+	e->exit_status = status;
+	conn_dq_push(c, e);
+	conn_dq_pump(c);
 	return 0;
 }
 

@@ -42,7 +42,8 @@ static bool has_live_ranks(const struct conn *c)
 
 bool conn_resume_wants(const struct conn *c)
 {
-	return c->version >= 4 && !c->closing && c->ranks &&
+	/* a hand-over connection drains its pipes instead (conn_pipe.c) */
+	return c->version >= 4 && !c->closing && c->ranks && !c->handover &&
 	       conn_resume_window(c->srv) > 0 && has_live_ranks(c);
 }
 

@@ -40,7 +40,7 @@ int framer_read(struct framer *fr, int fd, size_t chunk, size_t burst,
 
 	while (got < burst &&
 	       evbuffer_get_length(fr->in) + chunk <= max_buffered) {
-		ssize_t n = wire_read(fd, fr->in, chunk);
+		ssize_t n = wire_read_fds(fd, fr->in, chunk, fr->ops->fds, fr->ctx);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n == 0)

@@ -52,6 +52,11 @@ struct framer_ops {
 	 * does not decode, in fail()).  NULL: out of memory, the hook has
 	 * failed the connection; the framer stops. */
 	uint8_t *(*take)(void *ctx, size_t len);
+	/* Optional: the socket is read with recvmsg() and descriptors that
+	 * arrive with the bytes (SCM_RIGHTS) are given here, in order,
+	 * before those bytes are decoded; the owner owns them.  NULL:
+	 * plain reads (descriptors sent anyway are closed by the kernel). */
+	void (*fds)(void *ctx, const int *fd, int n);
 };
 
 struct framer {

@@ -107,11 +107,19 @@ enum {
 	 * one WELCOME gave); the daemon answers with one HELD frame per
 	 * rank of the range before WELCOME or ERROR. */
 	PROTO_HELLO_F_RESUME = 1u << 1,
+	/* Unix socket only: the forwarder offers to hand each rank's pipes
+	 * over (docs/protocol.md, "Pipe hand-over").  A daemon that does
+	 * not answer PROTO_WELCOME_F_HANDOVER (older, or TCP) gets DATA
+	 * frames as before. */
+	PROTO_HELLO_F_HANDOVER = 1u << 2,
 };
 /* WELCOME flags */
 enum {
 	/* The trailing bytes are the assigned nspace. */
 	PROTO_WELCOME_F_NAME = 1u << 0,
+	/* Hand-over accepted: every RANK_START carries the rank's stdin
+	 * write end, stdout and stderr read ends (SCM_RIGHTS, that order). */
+	PROTO_WELCOME_F_HANDOVER = 1u << 1,
 };
 
 struct proto_hello {

@@ -209,6 +209,13 @@ static int opt_replay(struct run_args *a, const struct run_option *t,
 	return 0;
 }
 
+static int opt_no_handover(struct run_args *a, const struct run_option *t,
+			   const char *arg)
+{
+	a->o->no_handover = true;
+	return 0;
+}
+
 static int opt_verbose(struct run_args *a, const struct run_option *t,
 		       const char *arg)
 {
@@ -222,7 +229,7 @@ static void usage(FILE *f)
 		   "[--rank N | -n COUNT] [--size N]\n"
 		   "                [--tag-output] [--rank-output] "
 		   "[--timestamp-output] [--xml] [--raw]\n"
-		   "                [--strict] [-v|--verbose]... "
+		   "                [--strict] [--no-handover] [-v|--verbose]... "
 		   "[--munge-socket PATH]\n"
 		   "                -- COMMAND [ARG...]\n"
 		   "Runs COMMAND as rank(s) of job NAME and forwards its stdio "
@@ -278,6 +285,9 @@ static const struct run_option run_options[] = {
      opt_reconnect},
     {"replay-buffer", 0, "BYTES",
      "output kept while reconnecting (default 4M)", opt_replay},
+    {"no-handover", 0, NULL,
+     "same host: forward the pipes' bytes, do not hand the pipes over",
+     opt_no_handover},
     {"munge-socket", 0, "PATH", "munged's socket (TCP)", opt_str,
      .off = offsetof(struct run_opts, munge_socket)},
     {"verbose", 'v', NULL, "more messages (repeatable)", opt_verbose},
@@ -351,6 +361,9 @@ static int opt_defaults(struct run_args *a, iofs_log_t *log)
 	}
 	if (!o->addr)
 		o->addr = net_default_connect_addr();
+	const char *nh = getenv("IOFS_NO_HANDOVER");
+	if (nh && *nh && strcmp(nh, "0") != 0)
+		o->no_handover = true;
 	const char *env = getenv("IOFS_RECONNECT_TIMEOUT");
 	if (!a->have_reconnect && env && *env &&
 	    parse_reconnect("$IOFS_RECONNECT_TIMEOUT", env, &o->reconnect_s))
@@ -514,7 +527,10 @@ int main(int argc, char **argv)
 		goto out_release;
 	run_kids_spawn(&r->kids);
 	run_kids_reap(&r->kids); /* a child may have exited before the loop */
-	if (!run_kids_done(&r->kids))
+	/* Every rank may be done already (after a hand-over nothing waits for
+	 * the pipes): the loop still runs until the daemon ACKed the EXITs. */
+	if (!run_kids_done(&r->kids) ||
+	    (run_link_up(&r->link) && !run_link_settled(&r->link)))
 		event_base_dispatch(r->base);
 	rc = r->link.failed_strict ? 1 : r->kids.exit_code;
 	if (r->link.xoff_rx || r->link.xon_rx)

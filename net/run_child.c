@@ -91,6 +91,25 @@ static void chan_close(struct run_chan *c)
 	c->ch->k->ops->complete(c->ch->k->ops_ctx, c->ch->rank, c->channel);
 }
 
+/* Still to be read by us before the rank's EXIT (not handed over)? */
+static bool chan_busy(const struct run_chan *c)
+{
+	return c->fd >= 0 && !(c->susp & RUN_SUSP_HANDOVER);
+}
+
+/* Our copy of a handed-over pipe: closed without a COMPLETE (the daemon
+ * sends itself its own at the pipe's end). */
+static void chan_drop(struct run_chan *c)
+{
+	if (c->fd < 0 || !(c->susp & RUN_SUSP_HANDOVER))
+		return;
+	if (c->armed)
+		event_del(c->ev);
+	c->armed = false;
+	close(c->fd);
+	c->fd = -1;
+}
+
 static void child_check_done(struct child *ch);
 
 static void chan_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -310,7 +329,12 @@ static int child_spawn(struct run_kids *k, struct child *ch)
 			       chan_read_cb, &ch->err);
 	if (!ch->in_q || !ch->in_ev || !ch->out.ev || !ch->err.ev)
 		return -ENOMEM; /* the caller kills and frees */
-	k->ops->rank_start(k->ops_ctx, ch->rank, ch->pid);
+	int ours[3] = {ch->in_fd, ch->out.fd, ch->err.fd};
+	if (k->ops->rank_start(k->ops_ctx, ch->rank, ch->pid, ours)) {
+		/* The daemon reads them; we keep our copies for a fallback. */
+		ch->out.susp |= RUN_SUSP_HANDOVER;
+		ch->err.susp |= RUN_SUSP_HANDOVER;
+	}
 	chan_update(&ch->out);
 	chan_update(&ch->err);
 	return 0;
@@ -330,9 +354,12 @@ static void child_check_done(struct child *ch)
 {
 	struct run_kids *k = ch->k;
 
-	if (!ch->reaped || ch->exit_sent || ch->out.fd >= 0 || ch->err.fd >= 0)
+	if (!ch->reaped || ch->exit_sent || chan_busy(&ch->out) ||
+	    chan_busy(&ch->err))
 		return;
 	ch->exit_sent = true;
+	chan_drop(&ch->out); /* handed over: the daemon reads to the end */
+	chan_drop(&ch->err);
 	ch->in_eof = true;
 	stdin_close(ch); /* XON before EXIT if we had XOFFed stdin */
 	if (ch->in_discarded)
@@ -514,7 +541,10 @@ void run_kids_stdin_eof(struct run_kids *k, uint32_t rank)
 
 void run_kids_unlinked(struct run_kids *k)
 {
-	run_kids_suspend_all(k, RUN_SUSP_XOFF | RUN_SUSP_CREDIT, false);
+	/* handed-over pipes too: what the daemon did not read is ours */
+	run_kids_suspend_all(k,
+			     RUN_SUSP_XOFF | RUN_SUSP_CREDIT | RUN_SUSP_HANDOVER,
+			     false);
 	for (uint32_t i = 0; k->kids && i < k->o->count; i++)
 		stdin_eof(&k->kids[i]);
 }

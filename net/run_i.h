@@ -3,7 +3,8 @@
  * iofs-run internals: run.c (options, main loop, finish, exit status),
  * run_child.c (children, pipes, stdin queues: struct run_kids),
  * run_link.c (the connection to the daemon: HELLO, frames, ACK accounting,
- * fallback: struct run_link), run_env.c (rank, size and job name from the
+ * fallback: struct run_link), run_handover.c (RANK_START with the pipes,
+ * on a Unix socket), run_env.c (rank, size and job name from the
  * launcher's environment).  The children talk to the link only through
  * struct run_kids_ops; the link talks to them only through run_kids_*().
  */
@@ -40,6 +41,7 @@ enum {
 	RUN_SUSP_XOFF = 1u << 0,   /* the daemon sent XOFF for it */
 	RUN_SUSP_CREDIT = 1u << 1, /* too much output not yet ACKed */
 	RUN_SUSP_REPLAY = 1u << 2, /* reconnecting: the replay buffer is full */
+	RUN_SUSP_HANDOVER = 1u << 3, /* the daemon reads this pipe itself */
 };
 
 #define RUN_REPLAY_DEFAULT	  (4u << 20) /* --replay-buffer */
@@ -62,6 +64,9 @@ struct run_opts {
 	uint32_t reconnect_s;
 	size_t replay_max;
 	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
+	/* --no-handover or $IOFS_NO_HANDOVER=1: never hand the pipes over
+	 * (docs/protocol.md, "Pipe hand-over"); DATA frames as before */
+	bool no_handover;
 	char **argv;
 };
 
@@ -79,7 +84,11 @@ struct run_kids;
 struct run_kids_ops {
 	/* true: give the children pipes; false: they inherit our stdio */
 	bool (*linked)(void *ctx);
-	void (*rank_start)(void *ctx, uint32_t rank, pid_t pid);
+	/* @fds: our ends of its stdin, stdout, stderr pipes.  True: the
+	 * daemon took them over (the hand-over): the child does not read its
+	 * output pipes while the link lasts, and sends no COMPLETE. */
+	bool (*rank_start)(void *ctx, uint32_t rank, pid_t pid,
+			   const int fds[3]);
 	/* output bytes of @rank's @channel */
 	void (*data)(void *ctx, uint32_t rank, uint32_t channel,
 		     const uint8_t *buf, size_t len);
@@ -196,6 +205,10 @@ struct run_link {
 	uint64_t reconnects, replayed, dup_dropped, lost_bytes;
 	uint64_t xon_implicit;	   /* XOFF latches cleared by a link loss */
 	uint64_t handover_local;   /* bytes printed here at the hand-over */
+	/* The pipe hand-over (WELCOME said yes): no DATA, no resume; on a
+	 * link loss we read our copies of the pipes ourselves. */
+	bool handover;
+	uint32_t handed; /* ranks whose pipes the daemon took */
 };
 
 /* The children's view of the link (struct run_kids_ops, ctx: the link). */
@@ -237,6 +250,12 @@ void run_link_send(struct run_link *l, const struct proto_frame *f);
 /* EXIT for @rank from its wait status (counted in exits_sent); nothing
  * while the link is down. */
 void run_link_send_exit(struct run_link *l, uint32_t rank, int wstatus);
+
+/* run_handover.c: RANK_START with @fds (stdin write end, stdout and
+ * stderr read ends) attached, after what is queued ahead of it; true if
+ * sent (else the link went down, said why). */
+bool run_link_send_pipes(struct run_link *l, const struct proto_frame *f,
+			 const int fds[3]);
 
 /* run_resume.c */
 /* The link broke: start reconnecting (true), or false if it cannot

@@ -252,6 +252,9 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 	 * socket's SO_PEERCRED does that already (protocol 2, any daemon,
 	 * when we do not resume). */
 	bool tcp = strncmp(l->o->addr, "tcp:", 4) == 0;
+	/* Same host: offer the pipes themselves (not on a resume: a link
+	 * that handed them over does not resume, run_resume.c). */
+	bool offer = !tcp && !resume && !l->o->no_handover;
 	char *cred = NULL, mwhy[256] = "";
 	if (tcp && auth_encode(auth_socket(l->o->munge_socket), l->o->nspace,
 			       l->o->rank_base, l->o->count, &cred, mwhy,
@@ -265,7 +268,8 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 	    .type = PROTO_HELLO,
 	    .hello = {.version = version,
 		      .flags = PROTO_HELLO_F_NAME |
-			       (resume ? PROTO_HELLO_F_RESUME : 0),
+			       (resume ? PROTO_HELLO_F_RESUME : 0) |
+			       (offer ? PROTO_HELLO_F_HANDOVER : 0),
 		      .cred = version >= 3 ? cred : NULL,
 		      .cred_len = cred && version >= 3 ? strlen(cred) : 0,
 		      .rank_base = l->o->rank_base,
@@ -317,6 +321,7 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 		goto out_close;
 	}
 	l->version = version;
+	l->handover = offer && (reply.flags & PROTO_WELCOME_F_HANDOVER);
 	take_name(l, &reply);
 	return fd;
 
@@ -353,6 +358,9 @@ int run_link_open(struct run_link *l)
 	run_log(l->log, LOG_INFO, "connected to %s: job '%s' ranks %u..%u",
 		l->o->addr, l->o->nspace, l->o->rank_base,
 		l->o->rank_base + l->o->count - 1);
+	if (l->handover)
+		run_log(l->log, LOG_INFO,
+			"the daemon takes the ranks' pipes (hand-over)");
 	return 0;
 
 fallback:
@@ -395,7 +403,8 @@ static struct rlrank *rl(struct run_link *l, uint32_t rank)
 	return &l->rs[rank - l->o->rank_base];
 }
 
-static void kops_rank_start(void *ctx, uint32_t rank, pid_t pid)
+static bool kops_rank_start(void *ctx, uint32_t rank, pid_t pid,
+			    const int fds[3])
 {
 	struct run_link *l = ctx;
 	struct proto_frame f = {
@@ -403,7 +412,10 @@ static void kops_rank_start(void *ctx, uint32_t rank, pid_t pid)
 
 	if (l->rs)
 		rl(l, rank)->pid = pid;
+	if (l->bev && l->handover)
+		return run_link_send_pipes(l, &f, fds);
 	send_frame(l, &f);
+	return false;
 }
 
 static void kops_data(void *ctx, uint32_t rank, uint32_t channel,

@@ -307,7 +307,9 @@ void run_resume_release(struct run_link *l)
 
 void run_link_down(struct run_link *l, const char *why)
 {
-	if (l->linked && run_resume_start(l, why))
+	/* a link that handed the pipes over does not resume: we read our
+	 * copies of them ourselves from now on (run_kids_unlinked) */
+	if (l->linked && !l->handover && run_resume_start(l, why))
 		return; /* reconnecting */
 	run_link_fallback(l, why);
 }

@@ -72,6 +72,7 @@ enum {
 	STDIN_SUSP_OUTBUF = 1u << 1, /* our output buffer is full */
 	STDIN_SUSP_CREDIT = 1u << 2, /* too much stdin unacknowledged */
 	STDIN_SUSP_DETACHED = 1u << 3, /* no connection: waiting for a resume */
+	STDIN_SUSP_PIPE = 1u << 4, /* hand-over: the rank's stdin pipe is full */
 };
 
 enum crank_state {
@@ -81,6 +82,7 @@ enum crank_state {
 };
 
 struct conn;
+struct crank_pipes; /* conn_pipe.c */
 
 /* One rank of a connection's HELLO range.  Router source-ops context. */
 struct crank {
@@ -102,6 +104,9 @@ struct crank {
 	uint64_t replay_pending; /* RESUME's replay_bytes before RANK_START */
 	unsigned out_latch;	/* output channels XOFFed (ROUTER_CH_*) */
 	uint64_t held[PROTO_HELD_CHANNELS]; /* DATA bytes taken, per channel */
+	/* Pipe hand-over (conn_pipe.c): the rank's pipes, owned; NULL on
+	 * the socket path. */
+	struct crank_pipes *pp;
 };
 
 /* An entry of a connection's in-order FIFO: a delivery or an EXIT. */
@@ -110,7 +115,9 @@ struct dq_entry {
 	struct conn *c; /* NULL once the connection is gone (orphan) */
 	bool is_exit;
 	bool done; /* the router's callback fired (deliveries) */
-	bool old;  /* from before a resume: not in this connection's ACK */
+	/* not in this connection's ACK: from before a resume, or read from
+	 * a handed-over pipe (the forwarder never sent it) */
+	bool old;
 	uint32_t rank_idx;
 	int exit_status; /* EXIT: router convention */
 	size_t len;
@@ -184,6 +191,13 @@ struct conn {
 	bool ack_pending;	      /* counters moved since the last ACK */
 	struct dq_entry *frame_entry; /* DATA frame being dispatched (owned) */
 	uint64_t xoff_sent, xon_sent;
+	/* Pipe hand-over (conn_pipe.c): negotiated in HELLO/WELCOME; the
+	 * descriptors received and not yet taken by a RANK_START (owned);
+	 * draining: the socket is gone, the pipes are read to their end. */
+	bool handover;
+	bool draining;
+	int *fdq;
+	size_t fdq_head, fdq_len, fdq_cap;
 };
 
 /* Accept back-off on EMFILE/ENFILE/ENOBUFS/ENOMEM: pause accepting for
@@ -316,7 +330,36 @@ void conn_dq_pump(struct conn *c);
  * 0, or a negative errno after conn_fail(). */
 int conn_deliver(struct conn *c, uint32_t idx, uint32_t channel,
 		 const uint8_t *bytes, size_t len, bool complete);
+/* The same for bytes read from a handed-over pipe: in the FIFO, not in
+ * the ACK counters.  @e: an entry (zeroed head) holding the bytes, owned
+ * from now on, or NULL (COMPLETE). */
+int conn_deliver_piped(struct conn *c, uint32_t idx, uint32_t channel,
+		       struct dq_entry *e, size_t len, bool complete);
+/* EXIT of rank index @idx (router convention) into the FIFO.  0 or a
+ * negative errno after conn_fail(). */
+int conn_dq_exit(struct conn *c, uint32_t idx, int status);
 /* Teardown: apply queued EXITs in order, orphan deliveries in flight. */
 void conn_dq_release(struct conn *c);
+
+/* conn_pipe.c: the pipe hand-over (docs/protocol.md, "Pipe hand-over"). */
+/* Should @c's WELCOME accept the hand-over its HELLO offered? */
+bool conn_pipe_offer(struct conn *c);
+/* Descriptors that came with the socket's bytes (framer_ops.fds). */
+void conn_pipe_fds(void *ctx, const int *fds, int n);
+/* RANK_START on a hand-over connection: take the next three descriptors
+ * and start reading.  0, or a negative errno after conn_fail(). */
+int conn_pipe_start(struct crank *cr);
+/* (Re)arm the pipe reads of every rank of @c (flow, memory, closing). */
+void conn_pipe_update(struct conn *c);
+/* EXIT of @cr: true if held until its pipes reach end of file. */
+bool conn_pipe_hold_exit(struct crank *cr, int status);
+/* stdin for a handed-over rank (router source ops). */
+int conn_pipe_stdin(struct crank *cr, const uint8_t *p, size_t len);
+void conn_pipe_stdin_eof(struct crank *cr);
+/* The socket ended: true if @c stays to drain its pipes (then it frees
+ * itself once they are all at end of file). */
+bool conn_pipe_drain(struct conn *c);
+/* Teardown of @c's pipes and queued descriptors.  Idempotent. */
+void conn_pipe_release(struct conn *c);
 
 #endif /* IOFS_NET_SERVER_I_H */

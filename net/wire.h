@@ -34,4 +34,23 @@ void wire_send(struct evbuffer *out, int fd, const void *a, size_t alen,
  */
 ssize_t wire_read(int fd, struct evbuffer *in, size_t chunk);
 
+/* Up to this many descriptors ride on one read (SCM_RIGHTS). */
+#define WIRE_FDS_MAX 24
+
+/*
+ * wire_read() with recvmsg(): descriptors that arrive with the bytes
+ * (SCM_RIGHTS on a Unix socket, close-on-exec) are given to @fds, which
+ * owns them from then on, before the bytes they came with are decoded.
+ */
+ssize_t wire_read_fds(int fd, struct evbuffer *in, size_t chunk,
+		      void (*fds)(void *ctx, const int *fd, int n), void *ctx);
+
+/*
+ * Send @len bytes with @nfd descriptors attached (SCM_RIGHTS) on the
+ * socket @fd, whose queued output @out must be empty; what the socket
+ * does not take at once is queued in @out.  0 or -errno (nothing sent).
+ */
+int wire_send_fds(struct evbuffer *out, int fd, const void *buf, size_t len,
+		  const int *fds, int nfd);
+
 #endif /* IOFS_NET_WIRE_H */

@@ -352,6 +352,9 @@ enum router_link {
 	ROUTER_LINK_NONE = 0,
 	ROUTER_LINK_UP = 1,	 /* "connected" */
 	ROUTER_LINK_WAITING = 2, /* "reconnecting": waiting for a resume */
+	/* "connected", and the daemon reads the rank's pipes itself (the
+	 * pipe hand-over, docs/protocol.md): info shows "path: handover" */
+	ROUTER_LINK_HANDOVER = 3,
 };
 void router_rank_set_link(router_rank_t *rank, enum router_link link,
 			  uint64_t reconnects);

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Case 8: faults.  (a) kill -9 of a forwarder mid-stream: its rank is lost,
-# its streams complete, readers get EOF, the daemon carries on.  (b) garbage
+# its streams complete (hand-over: once the daemon read its pipes to their
+# end, i.e. when the rank itself ends), readers get EOF, the daemon carries on.  (b) garbage
 # and truncated frames on the daemon's socket while a real job runs: the
 # job's output is still exact.  (c) Ctrl-C of a parked reader and of a parked
 # writer.  (d) SIGTERM of the daemon with parked readers and writers: all
@@ -21,6 +22,14 @@ K9_RANK=$(info_get "$MNT/k9/0/info" pid)
 track "$K9_RANK" # the rank outlives its killed forwarder: end it by pid
 kill -9 $K9
 wait $K9 2>/dev/null || true
+if [ "$RUN_PATH" = handover ]; then
+	# the daemon holds the rank's pipes: it reads them to their end, so
+	# the rank's streams end when the rank (still running) does
+	grep -q '^path: handover' "$MNT/k9/0/info" || fail "(a) not handed over"
+	wait_for 10 grep -q "forwarder gone; reading its ranks' pipes" \
+		"$T/iofs.log" || fail "(a) daemon not draining"
+	kill "$K9_RANK"
+fi
 wait_exit 10 $RD || fail "(a) reader not given EOF after its forwarder died"
 wait $RD || fail "(a) reader failed"
 assert_eq "(a) data" one "$(cat "$T/k9.out")"

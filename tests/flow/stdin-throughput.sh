@@ -23,6 +23,7 @@ got=$(stat -c %s "$T/got")
 assert_eq "bytes delivered" "$SIZE" "$got"
 assert_eq "sha256" "$(sha "$T/in")" "$(sha "$T/got")"
 INFO="$MNT/fc1/0/info"
+assert_eq "path (lib.sh RUN_PATH)" "$RUN_PATH" "$(info_get "$INFO" path)"
 xoff=$(info_get "$INFO" stdin_xoff)
 xon=$(info_get "$INFO" stdin_xon)
 bytes=$(info_get "$INFO" stdin_bytes)

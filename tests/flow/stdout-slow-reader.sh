@@ -36,6 +36,7 @@ wait $RUN || fail "iofs-run status $?"
 assert_eq "bytes read" "$(stat -c %s "$T/want")" "$(stat -c %s "$T/got")"
 assert_eq "sha256" "$(sha "$T/want")" "$(sha "$T/got")"
 INFO="$MNT/sr/0/info"
+assert_eq "path (lib.sh RUN_PATH)" "$RUN_PATH" "$(info_get "$INFO" path)"
 xoff=$(info_get "$INFO" stdout_xoff)
 xon=$(info_get "$INFO" stdout_xon)
 assert_eq "stdout XOFF == XON" "$xoff" "$xon"

@@ -26,6 +26,15 @@ CATM=$READER_PID
 kill -0 $CAT || fail "reader ended while the rank was running"
 
 kill -KILL $VICTIM
+if [ "$RUN_PATH" = handover ]; then
+	# the daemon holds the ranks' pipes and reads them to their end: the
+	# ranks are still running (and shown so) until they end themselves
+	wait_for 10 grep -q "forwarder gone; reading its ranks' pipes" \
+		"$T/iofs.log" || fail "daemon not draining the pipes"
+	assert_eq "rank 0 while draining" running "$(rank_state victim 0)"
+	kill -0 $CAT || fail "reader ended while the rank's pipe was open"
+	for r in 0 1; do kill "$(info_get "$MNT/victim/$r/info" pid)"; done
+fi
 for r in 0 1; do
 	wait_for 10 state_is victim $r lost || fail "rank $r not lost: $(rank_state victim $r)"
 done

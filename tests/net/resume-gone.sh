@@ -7,6 +7,9 @@
 # the daemon cannot see, is given the whole window: resume-link.sh.)
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
+# Resume is the socket path's (a link that handed its pipes over does not
+# resume: docs/protocol.md, "Pipe hand-over").
+export IOFS_NO_HANDOVER=1
 export IOFS_RECONNECT_TIMEOUT=300
 start_daemon -o resume_window=300,nospool
 

@@ -8,6 +8,9 @@
 # nothing printed on the forwarder's terminal, XOFF/XON paired.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
+# Resume is the socket path's (a link that handed its pipes over does not
+# resume: docs/protocol.md, "Pipe hand-over").
+export IOFS_NO_HANDOVER=1
 export IOFS_RECONNECT_TIMEOUT=120
 SP="$T/spool"
 KILLS=5

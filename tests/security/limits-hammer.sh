@@ -21,8 +21,13 @@ mkdir -m 777 "$T/hog"
 cp "$IOFS_SOURCE_DIR/tests/security/hammer.py" "$IOFS_SOURCE_DIR/tests/security/proto.py" "$T/hog/"
 chmod 644 "$T/hog/"*.py
 
-# nobody's sink: 150 ranks that never read their stdin
-"${NOBODY_BG[@]}" "$IOFS_RUN" --nspace sink -n 150 -- sleep 120 >"$T/sink.out" 2>&1 &
+# nobody's sink: 150 ranks that never read their stdin.  The socket path:
+# there the stdin credit passes the first MiB of each writer to the
+# forwarder and the second parks in the daemon, up to max_stdin_uid.
+# After a pipe hand-over the daemon holds at most a pipe and its 64 KiB
+# queue per rank and parks the rest of one write: the limit is not reached
+# and the writers simply wait (docs/protocol.md, "Pipe hand-over").
+"${NOBODY_BG[@]}" "$IOFS_RUN" --no-handover --nspace sink -n 150 -- sleep 120 >"$T/sink.out" 2>&1 &
 track $!
 wait_for 20 test -e "$MNT/sink/149/stdin" || fail "nobody's sink job did not appear"
 echo "sink 150" >"$T/hog/sink"

@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pipe hand-over (part of conn.c's module, see server_i.h;
+ * docs/protocol.md, "Pipe hand-over").  A forwarder on this host passes
+ * each rank's stdin write end and stdout/stderr read ends with its
+ * RANK_START (SCM_RIGHTS); from then on the daemon reads the output pipes
+ * on its own loop and delivers into the router exactly as DATA would (the
+ * same FIFO, so an EXIT still comes after the last byte), stops reading a
+ * pipe while its XOFF latch (or the connection's memory bound) holds, and
+ * writes the rank's stdin into its pipe (a full pipe XOFFs the stdin, as
+ * the forwarder's queue did).  The forwarder stays the ranks' parent and
+ * reports their EXIT; an EXIT waits here until the rank's pipes reached
+ * end of file.  When the forwarder's socket ends, the pipes are still
+ * read to their end before the connection goes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "net/net_i.h"
+#include "net/server_i.h"
+
+#define PIPE_READ_CHUNK (64u << 10)  /* one read(): a default pipe's size */
+#define PIPE_READ_BURST 16	     /* reads per wake-up at most */
+#define PIPE_STDIN_HIGH (64u << 10)  /* queued stdin: XOFF it */
+#define PIPE_STDIN_LOW	(16u << 10)  /* ... XON */
+
+struct conn_pipe {
+	struct crank *cr;
+	uint32_t channel; /* ROUTER_CH_STDOUT / STDERR */
+	int fd;		  /* read end, -1 at end of file */
+	struct event *ev;
+	bool armed;
+};
+
+struct crank_pipes {
+	struct conn_pipe out, err;
+	int in_fd; /* stdin write end, -1 once closed */
+	struct event *in_ev;
+	struct evbuffer *in_q; /* stdin not yet in the pipe */
+	bool in_eof;	       /* close once in_q is written */
+	bool exit_held;
+	int exit_status;
+};
+
+bool conn_pipe_offer(struct conn *c)
+{
+	c->handover = c->is_unix && c->cred_ok &&
+		      (c->hello_flags & PROTO_HELLO_F_HANDOVER);
+	return c->handover;
+}
+
+void conn_pipe_fds(void *ctx, const int *fds, int n)
+{
+	struct conn *c = ctx;
+
+	if (!c->handover || c->closing) {
+		for (int i = 0; i < n; i++)
+			close(fds[i]);
+		if (!c->closing)
+			conn_fail(c, PROTO_ERR_FIELD,
+				  "descriptors without a hand-over");
+		return;
+	}
+	if (c->fdq && c->fdq_head + c->fdq_len + (size_t)n > c->fdq_cap) {
+		memmove(c->fdq, c->fdq + c->fdq_head,
+			c->fdq_len * sizeof(*c->fdq));
+		c->fdq_head = 0;
+	}
+	if (c->fdq_len + (size_t)n > c->fdq_cap) {
+		size_t cap = 2 * (c->fdq_len + (size_t)n);
+		int *q = realloc(c->fdq, cap * sizeof(*q));
+		if (!q) {
+			for (int i = 0; i < n; i++)
+				close(fds[i]);
+			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+			return;
+		}
+		c->fdq = q;
+		c->fdq_cap = cap;
+	}
+	memcpy(c->fdq + c->fdq_head + c->fdq_len, fds, (size_t)n * sizeof(int));
+	c->fdq_len += (size_t)n;
+}
+
+static int fdq_pop(struct conn *c)
+{
+	if (!c->fdq_len)
+		return -1;
+	c->fdq_len--;
+	return c->fdq[c->fdq_head++];
+}
+
+static bool pipes_open(const struct crank_pipes *pp)
+{
+	return pp->out.fd >= 0 || pp->err.fd >= 0;
+}
+
+/* Every output pipe of @c at end of file? */
+static bool conn_pipes_done(const struct conn *c)
+{
+	for (uint32_t i = 0; i < c->rank_count; i++)
+		if (c->ranks[i].pp && pipes_open(c->ranks[i].pp))
+			return false;
+	return true;
+}
+
+static void pipe_arm(struct conn_pipe *p, bool want)
+{
+	want = want && p->fd >= 0;
+	if (want == p->armed)
+		return;
+	p->armed = want;
+	if (want)
+		event_add(p->ev, NULL);
+	else
+		event_del(p->ev);
+}
+
+static bool conn_may_read(const struct conn *c)
+{
+	/* the memory bounds, not the socket's own output (CONN_SUSP_OUTBUF) */
+	return !c->closing && !c->dead && !(c->susp & ~CONN_SUSP_OUTBUF);
+}
+
+static void rank_update(struct crank *cr)
+{
+	struct crank_pipes *pp = cr->pp;
+	bool ok = conn_may_read(cr->c) && cr->state == CRANK_RUNNING;
+
+	pipe_arm(&pp->out, ok && !(cr->out_latch & ROUTER_CH_STDOUT));
+	pipe_arm(&pp->err, ok && !(cr->out_latch & ROUTER_CH_STDERR));
+}
+
+void conn_pipe_update(struct conn *c)
+{
+	if (!c->handover)
+		return;
+	for (uint32_t i = 0; i < c->rank_count; i++)
+		if (c->ranks[i].pp)
+			rank_update(&c->ranks[i]);
+}
+
+/* One pipe at end of file (or broken): COMPLETE, then a held EXIT. */
+static void pipe_eof(struct conn_pipe *p)
+{
+	struct crank *cr = p->cr;
+	struct conn *c = cr->c;
+	uint32_t idx = (uint32_t)(cr - c->ranks);
+
+	pipe_arm(p, false);
+	close(p->fd);
+	p->fd = -1;
+	if (conn_deliver_piped(c, idx, p->channel, NULL, 0, true) < 0)
+		return;
+	if (pipes_open(cr->pp))
+		return;
+	if (cr->pp->exit_held) {
+		cr->pp->exit_held = false;
+		if (conn_dq_exit(c, idx, cr->pp->exit_status) < 0)
+			return;
+	}
+	if (c->draining && conn_pipes_done(c)) {
+		bool lost = false;
+		for (uint32_t i = 0; i < c->rank_count; i++)
+			lost |= c->ranks[i].state == CRANK_RUNNING &&
+				!c->ranks[i].exit_queued;
+		srv_log(c->srv, lost ? LOG_WARNING : LOG_INFO,
+			"conn %llu (job %s): its ranks' pipes are drained%s",
+			(unsigned long long)c->id, c->nspace,
+			lost ? "; its running ranks are lost" : "");
+		c->dead = true;
+		conn_kick(c);
+	}
+}
+
+static void pipe_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn_pipe *p = arg;
+	struct crank *cr = p->cr;
+	struct conn *c = cr->c;
+	uint32_t idx = (uint32_t)(cr - c->ranks);
+
+	for (int i = 0; i < PIPE_READ_BURST && p->armed; i++) {
+		/* read straight into the delivery entry: no copy */
+		struct dq_entry *e = malloc(sizeof(*e) + PIPE_READ_CHUNK);
+		if (!e) {
+			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+			return;
+		}
+		memset(e, 0, sizeof(*e));
+		ssize_t n = read(p->fd, e->bytes, PIPE_READ_CHUNK);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			free(e);
+			return;
+		}
+		if (n <= 0) {
+			free(e);
+			pipe_eof(p);
+			return;
+		}
+		struct dq_entry *shrunk = realloc(e, sizeof(*e) + (size_t)n);
+		if (shrunk)
+			e = shrunk;
+		if (conn_deliver_piped(c, idx, p->channel, e, (size_t)n,
+				       false) < 0)
+			return;
+		rank_update(cr); /* the FIFO may have passed its bound */
+		if ((size_t)n < PIPE_READ_CHUNK)
+			return;
+	}
+}
+
+static void stdin_close(struct crank *cr)
+{
+	struct crank_pipes *pp = cr->pp;
+
+	size_t left = evbuffer_get_length(pp->in_q);
+
+	if (pp->in_fd < 0)
+		return;
+	event_del(pp->in_ev);
+	close(pp->in_fd);
+	pp->in_fd = -1;
+	if (left) { /* as the forwarder says it on the socket path */
+		evbuffer_drain(pp->in_q, left);
+		srv_log(cr->c->srv, LOG_INFO,
+			"conn %llu (job %s): rank %u: discarded %zu bytes of "
+			"stdin it did not read",
+			(unsigned long long)cr->c->id, cr->c->nspace, cr->rank,
+			left);
+	}
+	if (cr->stdin_want & STDIN_SUSP_PIPE) {
+		cr->stdin_want &= ~STDIN_SUSP_PIPE;
+		conn_kick(cr->c);
+	}
+}
+
+/* The queue moved: XOFF the rank's stdin above the high mark, XON at the
+ * low one (applied by conn_service(), outside router ops). */
+static void stdin_flow(struct crank *cr)
+{
+	size_t q = evbuffer_get_length(cr->pp->in_q);
+	bool xoff = cr->stdin_want & STDIN_SUSP_PIPE;
+
+	if (!xoff && q > PIPE_STDIN_HIGH)
+		cr->stdin_want |= STDIN_SUSP_PIPE;
+	else if (xoff && q <= PIPE_STDIN_LOW)
+		cr->stdin_want &= ~STDIN_SUSP_PIPE;
+	else
+		return;
+	conn_kick(cr->c);
+}
+
+static void stdin_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct crank *cr = arg;
+	struct crank_pipes *pp = cr->pp;
+
+	while (evbuffer_get_length(pp->in_q) > 0) {
+		int n = evbuffer_write(pp->in_q, pp->in_fd);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) { /* EPIPE: the rank closed its stdin */
+			stdin_close(cr);
+			return;
+		}
+	}
+	stdin_flow(cr);
+	if (evbuffer_get_length(pp->in_q) == 0) {
+		event_del(pp->in_ev);
+		if (pp->in_eof)
+			stdin_close(cr);
+	}
+}
+
+int conn_pipe_stdin(struct crank *cr, const uint8_t *p, size_t len)
+{
+	struct crank_pipes *pp = cr->pp;
+
+	if (pp->in_fd < 0)
+		return -EPIPE;
+	if (evbuffer_get_length(pp->in_q) == 0) {
+		/* nothing queued ahead: straight into the pipe (latency) */
+		ssize_t w = write(pp->in_fd, p, len);
+		if (w < 0 && errno == EPIPE) {
+			stdin_close(cr);
+			return -EPIPE;
+		}
+		if (w > 0) {
+			p += w;
+			len -= (size_t)w;
+		}
+	}
+	if (len) {
+		if (evbuffer_add(pp->in_q, p, len) < 0)
+			return -ENOMEM;
+		event_add(pp->in_ev, NULL);
+	}
+	stdin_flow(cr);
+	return 0;
+}
+
+void conn_pipe_stdin_eof(struct crank *cr)
+{
+	cr->pp->in_eof = true;
+	if (evbuffer_get_length(cr->pp->in_q) == 0)
+		stdin_close(cr);
+}
+
+static int pipe_init(struct conn_pipe *p, struct crank *cr, uint32_t channel,
+		     int fd)
+{
+	p->cr = cr;
+	p->channel = channel;
+	p->fd = fd;
+	p->ev = event_new(cr->c->srv->base, fd, EV_READ | EV_PERSIST,
+			  pipe_read_cb, p);
+	return p->ev ? 0 : -ENOMEM;
+}
+
+static void rank_release(struct crank *cr)
+{
+	struct crank_pipes *pp = cr->pp;
+
+	if (!pp)
+		return;
+	struct conn_pipe *ps[2] = {&pp->out, &pp->err};
+	for (int i = 0; i < 2; i++) {
+		if (ps[i]->ev)
+			event_free(ps[i]->ev);
+		if (ps[i]->fd >= 0)
+			close(ps[i]->fd);
+	}
+	if (pp->in_ev)
+		event_free(pp->in_ev);
+	if (pp->in_fd >= 0)
+		close(pp->in_fd);
+	if (pp->in_q)
+		evbuffer_free(pp->in_q);
+	if (pp->exit_held) /* the forwarder did report it */
+		conn_rank_finish(cr, ROUTER_STATE_EXITED, pp->exit_status);
+	free(pp);
+	cr->pp = NULL;
+}
+
+int conn_pipe_start(struct crank *cr)
+{
+	struct conn *c = cr->c;
+	int fd[3];
+
+	for (int i = 0; i < 3; i++)
+		fd[i] = fdq_pop(c);
+	if (fd[0] < 0 || fd[1] < 0 || fd[2] < 0) {
+		for (int i = 0; i < 3; i++)
+			if (fd[i] >= 0)
+				close(fd[i]);
+		return conn_fail(c, PROTO_ERR_FIELD,
+				 "RANK_START %u without its three pipes",
+				 cr->rank);
+	}
+	cr->pp = calloc(1, sizeof(*cr->pp));
+	if (!cr->pp)
+		goto fail_close;
+	struct crank_pipes *pp = cr->pp;
+	pp->in_fd = fd[0];
+	pp->out.fd = pp->err.fd = -1;
+	for (int i = 0; i < 3; i++)
+		fcntl(fd[i], F_SETFL, O_NONBLOCK); /* our open file: our ends */
+	pp->in_q = evbuffer_new();
+	pp->in_ev = event_new(c->srv->base, fd[0], EV_WRITE | EV_PERSIST,
+			      stdin_write_cb, cr);
+	if (pipe_init(&pp->out, cr, ROUTER_CH_STDOUT, fd[1]) < 0 ||
+	    pipe_init(&pp->err, cr, ROUTER_CH_STDERR, fd[2]) < 0 ||
+	    !pp->in_q || !pp->in_ev) {
+		rank_release(cr);
+		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+	}
+	rank_update(cr);
+	return 0;
+
+fail_close:
+	for (int i = 0; i < 3; i++)
+		close(fd[i]);
+	return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+}
+
+bool conn_pipe_hold_exit(struct crank *cr, int status)
+{
+	if (!cr->pp || !pipes_open(cr->pp))
+		return false;
+	cr->pp->exit_held = true;
+	cr->pp->exit_status = status;
+	return true;
+}
+
+bool conn_pipe_drain(struct conn *c)
+{
+	if (!c->handover || c->closing || conn_pipes_done(c))
+		return false;
+	if (c->draining)
+		return true;
+	srv_log(c->srv, LOG_WARNING,
+		"conn %llu (%s job %s): forwarder gone; reading its ranks' "
+		"pipes to their end",
+		(unsigned long long)c->id, c->peer, c->nspace);
+	c->draining = true; /* conn_service() drops the socket */
+	conn_reading(c, false);
+	conn_kick(c);
+	for (uint32_t i = 0; i < c->rank_count; i++)
+		if (c->ranks[i].pp) {
+			c->ranks[i].pp->in_eof = true;
+			stdin_close(&c->ranks[i]); /* nobody feeds it now */
+		}
+	conn_pipe_update(c);
+	return true;
+}
+
+void conn_pipe_release(struct conn *c)
+{
+	for (uint32_t i = 0; c->ranks && i < c->rank_count; i++)
+		rank_release(&c->ranks[i]);
+	while (c->fdq_len)
+		close(fdq_pop(c));
+	free(c->fdq);
+	c->fdq = NULL;
+	c->fdq_head = c->fdq_len = c->fdq_cap = 0;
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iofs-run: the forwarder's side of the pipe hand-over (docs/protocol.md,
+ * "Pipe hand-over"): RANK_START with the rank's three pipe ends attached.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "net/run_i.h"
+#include "net/wire.h"
+
+/* Write out what the bufferevent holds (bounded): SCM_RIGHTS must not
+ * overtake bytes queued before it. */
+static int flush_output(struct run_link *l)
+{
+	struct evbuffer *out = bufferevent_get_output(l->bev);
+	int fd = bufferevent_getfd(l->bev);
+
+	while (evbuffer_get_length(out) > 0) {
+		int n = evbuffer_write(out, fd);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			int rc = poll(&p, 1, RUN_CONNECT_TIMEOUT_MS);
+			if (rc == 0)
+				return -ETIMEDOUT;
+			if (rc < 0 && errno != EINTR)
+				return -errno;
+			continue;
+		}
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+	}
+	return 0;
+}
+
+/* RANK_START with the rank's pipes attached (the hand-over). */
+bool run_link_send_pipes(struct run_link *l, const struct proto_frame *f,
+			 const int fds[3])
+{
+	uint8_t buf[PROTO_HEAD_MAX];
+	ssize_t n = proto_encode(f, buf, sizeof(buf));
+	int rc = n < 0 ? (int)n : flush_output(l);
+
+	if (rc == 0)
+		rc = wire_send_fds(bufferevent_get_output(l->bev),
+				   bufferevent_getfd(l->bev), buf, (size_t)n,
+				   fds, 3);
+	if (rc < 0) {
+		char why[200];
+		snprintf(why, sizeof(why), "handing the pipes over: %s",
+			 strerror(-rc));
+		run_link_down(l, why);
+		return false;
+	}
+	l->handed++;
+	return true;
+}
