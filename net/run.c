@@ -48,7 +48,8 @@ void run_log(iofs_log_t *log, int level, const char *fmt, ...)
 /* What parse_args() learns besides struct run_opts. */
 struct run_args {
 	struct run_opts *o;
-	bool have_rank, have_size, have_nspace, have_reconnect;
+	bool have_rank, have_size, have_nspace, have_reconnect,
+	    have_handover;
 };
 
 /* An option from the table below; its setter returns 0, RUN_ARGS_EXIT (done,
@@ -209,10 +210,11 @@ static int opt_replay(struct run_args *a, const struct run_option *t,
 	return 0;
 }
 
-static int opt_no_handover(struct run_args *a, const struct run_option *t,
-			   const char *arg)
+static int opt_handover(struct run_args *a, const struct run_option *t,
+			const char *arg)
 {
-	a->o->no_handover = true;
+	a->o->handover = strcmp(t->name, "handover") == 0;
+	a->have_handover = true;
 	return 0;
 }
 
@@ -229,7 +231,7 @@ static void usage(FILE *f)
 		   "[--rank N | -n COUNT] [--size N]\n"
 		   "                [--tag-output] [--rank-output] "
 		   "[--timestamp-output] [--xml] [--raw]\n"
-		   "                [--strict] [--no-handover] [-v|--verbose]... "
+		   "                [--strict] [--[no-]handover] [-v|--verbose]... "
 		   "[--munge-socket PATH]\n"
 		   "                -- COMMAND [ARG...]\n"
 		   "Runs COMMAND as rank(s) of job NAME and forwards its stdio "
@@ -285,9 +287,11 @@ static const struct run_option run_options[] = {
      opt_reconnect},
     {"replay-buffer", 0, "BYTES",
      "output kept while reconnecting (default 4M)", opt_replay},
+    {"handover", 0, NULL,
+     "same host: hand the pipes to the daemon (faster; no resume)",
+     opt_handover},
     {"no-handover", 0, NULL,
-     "same host: forward the pipes' bytes, do not hand the pipes over",
-     opt_no_handover},
+     "forward the pipes' bytes (the default)", opt_handover},
     {"munge-socket", 0, "PATH", "munged's socket (TCP)", opt_str,
      .off = offsetof(struct run_opts, munge_socket)},
     {"verbose", 'v', NULL, "more messages (repeatable)", opt_verbose},
@@ -361,9 +365,12 @@ static int opt_defaults(struct run_args *a, iofs_log_t *log)
 	}
 	if (!o->addr)
 		o->addr = net_default_connect_addr();
+	const char *ho = getenv("IOFS_HANDOVER");
 	const char *nh = getenv("IOFS_NO_HANDOVER");
-	if (nh && *nh && strcmp(nh, "0") != 0)
-		o->no_handover = true;
+	if (!a->have_handover && ho && *ho && strcmp(ho, "0") != 0)
+		o->handover = true;
+	if (!a->have_handover && nh && *nh && strcmp(nh, "0") != 0)
+		o->handover = false;
 	const char *env = getenv("IOFS_RECONNECT_TIMEOUT");
 	if (!a->have_reconnect && env && *env &&
 	    parse_reconnect("$IOFS_RECONNECT_TIMEOUT", env, &o->reconnect_s))

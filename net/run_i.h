@@ -64,9 +64,12 @@ struct run_opts {
 	uint32_t reconnect_s;
 	size_t replay_max;
 	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
-	/* --no-handover or $IOFS_NO_HANDOVER=1: never hand the pipes over
-	 * (docs/protocol.md, "Pipe hand-over"); DATA frames as before */
-	bool no_handover;
+	/* --handover or $IOFS_HANDOVER=1 (--no-handover and
+	 * $IOFS_NO_HANDOVER=1 win): on a Unix socket, hand the ranks' pipes
+	 * to the daemon (docs/protocol.md, "Pipe hand-over").  Off by
+	 * default: a link that handed its pipes over does not resume (issue
+	 * 15's exact resume across a daemon restart would be lost). */
+	bool handover;
 	char **argv;
 };
 

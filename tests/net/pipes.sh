@@ -1,6 +1,6 @@
 #!/bin/bash
 # The pipe hand-over (docs/protocol.md, "Pipe hand-over"), run on both
-# paths (net-handover, net-handover-socket):
+# paths (net-pipes on the socket path, net-pipes-handover):
 # (a) the path taken: info "path:", and the daemon itself holds the ranks'
 #     pipes (/proc/PID/fd) only after a hand-over;
 # (b) output written right before exit: 4 ranks write stdout and stderr and
