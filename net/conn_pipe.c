@@ -392,6 +392,41 @@ fail_close:
 	return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 }
 
+int conn_pipe_restart(struct crank *cr)
+{
+	if (!cr->pp)
+		return conn_pipe_start(cr);
+	for (int i = 0; i < 3; i++) { /* still ours: theirs are the same */
+		int fd = fdq_pop(cr->c);
+		if (fd < 0)
+			return conn_fail(cr->c, PROTO_ERR_FIELD,
+					 "RANK_START %u without its three pipes",
+					 cr->rank);
+		close(fd);
+	}
+	return 0;
+}
+
+void conn_pipe_detach(struct conn *c)
+{
+	for (uint32_t i = 0; c->handover && i < c->rank_count; i++) {
+		struct crank *cr = &c->ranks[i];
+		if (!cr->pp || cr->pp->exit_held)
+			continue;
+		if (evbuffer_get_length(cr->pp->in_q))
+			srv_log(c->srv, LOG_WARNING,
+				"conn %llu (job %s): rank %u: %zu bytes of "
+				"stdin not yet in its pipe are dropped with "
+				"the link",
+				(unsigned long long)c->id, c->nspace, cr->rank,
+				evbuffer_get_length(cr->pp->in_q));
+		cr->stdin_want &= ~STDIN_SUSP_PIPE;
+		rank_release(cr);
+	}
+	while (c->fdq_len)
+		close(fdq_pop(c));
+}
+
 bool conn_pipe_hold_exit(struct crank *cr, int status)
 {
 	if (!cr->pp || !pipes_open(cr->pp))

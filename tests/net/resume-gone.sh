@@ -7,9 +7,8 @@
 # the daemon cannot see, is given the whole window: resume-link.sh.)
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
-# Resume is the socket path's (a link that handed its pipes over does not
-# resume: docs/protocol.md, "Pipe hand-over").
-export IOFS_NO_HANDOVER=1
+# Both paths (tests/net/meson.build net_both_paths): a handed-over link
+# resumes too (docs/protocol.md, "Pipe hand-over").
 export IOFS_RECONNECT_TIMEOUT=300
 start_daemon -o resume_window=300,nospool
 

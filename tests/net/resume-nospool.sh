@@ -6,9 +6,8 @@
 # rank wrote after that reaches the new mount (nothing on the terminal).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
-# Resume is the socket path's (a link that handed its pipes over does not
-# resume: docs/protocol.md, "Pipe hand-over").
-export IOFS_NO_HANDOVER=1
+# Both paths (tests/net/meson.build net_both_paths): a handed-over link
+# resumes too (docs/protocol.md, "Pipe hand-over").
 export IOFS_RECONNECT_TIMEOUT=60
 start_daemon -o resume_window=60 -o nospool
 head -c $((8 << 20)) /dev/urandom >"$T/blob"

@@ -8,9 +8,8 @@
 # nothing printed on the forwarder's terminal, XOFF/XON paired.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
-# Resume is the socket path's (a link that handed its pipes over does not
-# resume: docs/protocol.md, "Pipe hand-over").
-export IOFS_NO_HANDOVER=1
+# Both paths (tests/net/meson.build net_both_paths): a handed-over link
+# resumes too, passing the pipes again (docs/protocol.md, "Pipe hand-over").
 export IOFS_RECONNECT_TIMEOUT=120
 SP="$T/spool"
 KILLS=5
@@ -37,6 +36,7 @@ for i in $(seq $KILLS); do
 	for r in 0 1; do
 		wait_for 60 state_is_link rs $r connected || fail "kill $i: rank $r not resumed: $(cat "$MNT/rs/$r/info"; cat "$T/rs.err")"
 	done
+	assert_eq "kill $i: rank 0 path" "$RUN_PATH" "$(info_get "$MNT/rs/0/info" path)"
 	log "kill -9 #$i at >= $want bytes: resumed at $(info_get "$MNT/rs/0/info" stdout_bytes)"
 done
 wait_for 120 finished $JOB || fail "forwarder did not end"
