@@ -409,22 +409,12 @@ int conn_pipe_restart(struct crank *cr)
 
 void conn_pipe_detach(struct conn *c)
 {
-	for (uint32_t i = 0; c->handover && i < c->rank_count; i++) {
-		struct crank *cr = &c->ranks[i];
-		if (!cr->pp || cr->pp->exit_held)
-			continue;
-		if (evbuffer_get_length(cr->pp->in_q))
-			srv_log(c->srv, LOG_WARNING,
-				"conn %llu (job %s): rank %u: %zu bytes of "
-				"stdin not yet in its pipe are dropped with "
-				"the link",
-				(unsigned long long)c->id, c->nspace, cr->rank,
-				evbuffer_get_length(cr->pp->in_q));
-		cr->stdin_want &= ~STDIN_SUSP_PIPE;
-		rank_release(cr);
-	}
+	/* the pipes stay ours and are still read (their bytes keep reaching
+	 * the store, stdin already queued still goes in); the forwarder's
+	 * RANK_START after the resume finds them here (conn_pipe_restart) */
 	while (c->fdq_len)
 		close(fdq_pop(c));
+	conn_pipe_update(c);
 }
 
 bool conn_pipe_hold_exit(struct crank *cr, int status)
