@@ -10,7 +10,9 @@
  * writes the rank's stdin into its pipe (a full pipe XOFFs the stdin, as
  * the forwarder's queue did).  The forwarder stays the ranks' parent and
  * reports their EXIT; an EXIT waits here until the rank's pipes reached
- * end of file.  When the forwarder's socket ends, the pipes are still
+ * end of file.  When the forwarder's socket ends, the connection is
+ * detached for a resume if ranks run (the pipes still read; the resumed
+ * forwarder passes them again: conn_pipe_restart), else the pipes are
  * read to their end before the connection goes.
  */
 #include <errno.h>

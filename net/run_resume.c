@@ -10,6 +10,8 @@
  * queue.  After --reconnect-timeout seconds, or when the daemon declines
  * with HELD (its own window is over), we fall back to our terminal: at the
  * exact point the daemon holds when it told us, else at its last ACK.
+ * A hand-over link has no queue: our copies of the pipes stay unread while
+ * down, and are passed again after RESUME (pass_pipes).
  */
 #include <errno.h>
 #include <fcntl.h>
