@@ -76,8 +76,16 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
 		srv_log(c->srv, LOG_WARNING,
 			"conn %llu (job %s): its forwarder (pid %d) has "
 			"exited, no resume can come; its running ranks are "
-			"lost",
-			(unsigned long long)c->id, c->nspace, c->peer_pid);
+			"%s",
+			(unsigned long long)c->id, c->nspace, c->peer_pid,
+			c->handover ? "read to their pipes' end" : "lost");
+		/* a hand-over: we hold the pipes, read them to their end as
+		 * without resume (conn_pipe_drain), then the ranks are lost */
+		if (c->handover) {
+			c->detached = false;
+			if (conn_pipe_drain(c))
+				return;
+		}
 	} else if (mono_ms() + 50 < c->resume_deadline_ms) {
 		evtimer_add(c->resume_timer, &tick); /* watch the peer */
 		return;
