@@ -281,6 +281,17 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 	struct crank *cr = &c->ranks[f->rank - c->rank_base];
 	router_proc_t proc;
 
+	if (cr->state == CRANK_RUNNING && c->handover &&
+	    (c->hello_flags & PROTO_HELLO_F_RESUME)) {
+		/* a resumed hand-over: its pipes again; we read on where the
+		 * lost link stopped (HELD said where) */
+		int rc = conn_pipe_restart(cr);
+		if (rc < 0)
+			return rc;
+		router_rank_set_link(cr->rr, ROUTER_LINK_HANDOVER, c->resumes);
+		conn_kick(c);
+		return 0;
+	}
 	if (cr->state != CRANK_RESERVED) {
 		return conn_fail(c, PROTO_ERR_ORDER,
 				 "second RANK_START for rank %u", f->rank);
@@ -465,7 +476,11 @@ static void conn_lost_log(struct conn *c, const char *what)
 {
 	bool lost = false;
 
-	if (c->detach_pending || c->detached || conn_pipe_drain(c))
+	if (c->detach_pending || c->detached)
+		return;
+	/* a hand-over with running ranks waits for a resume too; one whose
+	 * ranks all ended drains its pipes to their end */
+	if (!conn_resume_wants(c) && conn_pipe_drain(c))
 		return;
 	if (conn_resume_wants(c)) { /* its ranks wait for a resume */
 		srv_log(c->srv, LOG_WARNING,

@@ -10,7 +10,9 @@
  * writes the rank's stdin into its pipe (a full pipe XOFFs the stdin, as
  * the forwarder's queue did).  The forwarder stays the ranks' parent and
  * reports their EXIT; an EXIT waits here until the rank's pipes reached
- * end of file.  When the forwarder's socket ends, the pipes are still
+ * end of file.  When the forwarder's socket ends, the connection is
+ * detached for a resume if ranks run (the pipes still read; the resumed
+ * forwarder passes them again: conn_pipe_restart), else the pipes are
  * read to their end before the connection goes.
  */
 #include <errno.h>
@@ -390,6 +392,31 @@ fail_close:
 	for (int i = 0; i < 3; i++)
 		close(fd[i]);
 	return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+}
+
+int conn_pipe_restart(struct crank *cr)
+{
+	if (!cr->pp)
+		return conn_pipe_start(cr);
+	for (int i = 0; i < 3; i++) { /* still ours: theirs are the same */
+		int fd = fdq_pop(cr->c);
+		if (fd < 0)
+			return conn_fail(cr->c, PROTO_ERR_FIELD,
+					 "RANK_START %u without its three pipes",
+					 cr->rank);
+		close(fd);
+	}
+	return 0;
+}
+
+void conn_pipe_detach(struct conn *c)
+{
+	/* the pipes stay ours and are still read (their bytes keep reaching
+	 * the store, stdin already queued still goes in); the forwarder's
+	 * RANK_START after the resume finds them here (conn_pipe_restart) */
+	while (c->fdq_len)
+		close(fdq_pop(c));
+	conn_pipe_update(c);
 }
 
 bool conn_pipe_hold_exit(struct crank *cr, int status)

@@ -42,8 +42,9 @@ static bool has_live_ranks(const struct conn *c)
 
 bool conn_resume_wants(const struct conn *c)
 {
-	/* a hand-over connection drains its pipes instead (conn_pipe.c) */
-	return c->version >= 4 && !c->closing && c->ranks && !c->handover &&
+	/* a hand-over connection with running ranks too (conn_pipe_detach);
+	 * without, it drains its pipes (conn_pipe_drain) */
+	return c->version >= 4 && !c->closing && c->ranks &&
 	       conn_resume_window(c->srv) > 0 && has_live_ranks(c);
 }
 
@@ -75,8 +76,16 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
 		srv_log(c->srv, LOG_WARNING,
 			"conn %llu (job %s): its forwarder (pid %d) has "
 			"exited, no resume can come; its running ranks are "
-			"lost",
-			(unsigned long long)c->id, c->nspace, c->peer_pid);
+			"%s",
+			(unsigned long long)c->id, c->nspace, c->peer_pid,
+			c->handover ? "read to their pipes' end" : "lost");
+		/* a hand-over: we hold the pipes, read them to their end as
+		 * without resume (conn_pipe_drain), then the ranks are lost */
+		if (c->handover) {
+			c->detached = false;
+			if (conn_pipe_drain(c))
+				return;
+		}
 	} else if (mono_ms() + 50 < c->resume_deadline_ms) {
 		evtimer_add(c->resume_timer, &tick); /* watch the peer */
 		return;
@@ -122,6 +131,7 @@ void conn_resume_detach(struct conn *c)
 		c->bev = NULL;
 	}
 	framer_release(&c->fr);
+	conn_pipe_detach(c);
 	c->detached = true;
 	c->out_full = false;
 	c->susp &= ~CONN_SUSP_OUTBUF;
@@ -397,8 +407,12 @@ void conn_resume_handoff(struct conn *n)
 	struct proto_frame w = {.type = PROTO_WELCOME,
 				.version = d->version,
 				.max_payload = PROTO_PAYLOAD_MAX};
+	/* the hand-over again: RANK_START brings each rank's pipes */
+	d->handover = d->handover && n->handover;
+	if (d->handover)
+		w.flags |= PROTO_WELCOME_F_HANDOVER;
 	if (d->hello_flags & PROTO_HELLO_F_NAME) {
-		w.flags = PROTO_WELCOME_F_NAME;
+		w.flags |= PROTO_WELCOME_F_NAME;
 		w.name = d->nspace;
 		w.name_len = strlen(d->nspace);
 	}

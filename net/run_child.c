@@ -98,10 +98,12 @@ static bool chan_busy(const struct run_chan *c)
 }
 
 /* Our copy of a handed-over pipe: closed without a COMPLETE (the daemon
- * sends itself its own at the pipe's end). */
+ * sends itself its own at the pipe's end).  Kept while a resume may have to
+ * pass it again (a daemon restarted before the pipe's end): only when the
+ * kids are released. */
 static void chan_drop(struct run_chan *c)
 {
-	if (c->fd < 0 || !(c->susp & RUN_SUSP_HANDOVER))
+	if (c->fd < 0 || !(c->susp & RUN_SUSP_HANDOVER) || c->ch->k->keep_copies)
 		return;
 	if (c->armed)
 		event_del(c->ev);
@@ -447,6 +449,7 @@ int run_kids_init(struct run_kids *k, struct event_base *base,
 {
 	*k = (struct run_kids){
 	    .base = base, .o = o, .log = log, .ops = ops, .ops_ctx = ops_ctx};
+	k->keep_copies = o->handover && o->reconnect_s > 0;
 	raise_nofile(k);
 	k->scratch = malloc(RUN_READ_CHUNK);
 	k->kids = calloc(o->count, sizeof(*k->kids));
@@ -537,6 +540,19 @@ void run_kids_stdin_push(struct run_kids *k, uint32_t rank, const uint8_t *buf,
 void run_kids_stdin_eof(struct run_kids *k, uint32_t rank)
 {
 	stdin_eof(kid(k, rank));
+}
+
+bool run_kids_fds(struct run_kids *k, uint32_t rank, int fds[3])
+{
+	struct child *ch = kid(k, rank);
+
+	if (ch->out.fd < 0 || ch->err.fd < 0 ||
+	    !(ch->out.susp & RUN_SUSP_HANDOVER))
+		return false;
+	fds[0] = ch->in_fd;
+	fds[1] = ch->out.fd;
+	fds[2] = ch->err.fd;
+	return true;
 }
 
 void run_kids_unlinked(struct run_kids *k)

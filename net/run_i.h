@@ -117,6 +117,7 @@ struct run_kids {
 	uint8_t *scratch;	   /* RUN_READ_CHUNK bytes, owned */
 	unsigned long nofile_soft; /* RLIMIT_NOFILE soft limit at start */
 	bool nofile_raised;
+	bool keep_copies; /* handed-over pipes: keep ours until released */
 };
 
 /* 0 or -ENOMEM; raises RLIMIT_NOFILE (three pipes per rank). */
@@ -127,6 +128,9 @@ int run_kids_init(struct run_kids *k, struct event_base *base,
 void run_kids_spawn(struct run_kids *k);
 /* Reap children (SIGCHLD). */
 void run_kids_reap(struct run_kids *k);
+/* Our copies of a handed-over rank's pipes (stdin -1 once closed), to
+ * pass them again on a resume; false when not handed over or closed. */
+bool run_kids_fds(struct run_kids *k, uint32_t rank, int fds[3]);
 /* Send @sig to every child not yet reaped. */
 void run_kids_signal(struct run_kids *k, int sig);
 /* All ranks exited (EXIT sent for each)? */

@@ -252,9 +252,9 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 	 * socket's SO_PEERCRED does that already (protocol 2, any daemon,
 	 * when we do not resume). */
 	bool tcp = strncmp(l->o->addr, "tcp:", 4) == 0;
-	/* Same host: offer the pipes themselves (not on a resume: a link
-	 * that handed them over does not resume, run_resume.c). */
-	bool offer = !tcp && !resume && l->o->handover;
+	/* Same host: offer the pipes themselves; on a resume only when the
+	 * lost link had them (run_resume.c passes them again). */
+	bool offer = !tcp && l->o->handover && (!resume || l->handover);
 	char *cred = NULL, mwhy[256] = "";
 	if (tcp && auth_encode(auth_socket(l->o->munge_socket), l->o->nspace,
 			       l->o->rank_base, l->o->count, &cred, mwhy,

@@ -10,8 +10,11 @@
  * queue.  After --reconnect-timeout seconds, or when the daemon declines
  * with HELD (its own window is over), we fall back to our terminal: at the
  * exact point the daemon holds when it told us, else at its last ACK.
+ * A hand-over link has no queue: our copies of the pipes stay unread while
+ * down, and are passed again after RESUME (pass_pipes).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 #include <sys/random.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -78,7 +82,8 @@ static void trim_held(struct run_link *l)
 			uint64_t h = l->rs[i / nch].held[i % nch];
 			if (h < first[i])
 				l->lost_bytes += first[i] - h;
-			else if (h > l->rs[i / nch].produced[i % nch])
+			else if (h > l->rs[i / nch].produced[i % nch] &&
+				 !l->handover) /* we never saw those bytes */
 				run_log(l->log, LOG_WARNING,
 					"rank %u: the daemon holds %llu bytes, "
 					"more than the %llu produced",
@@ -115,6 +120,29 @@ static void trim_held(struct run_link *l)
 	l->uq_tail = last;
 }
 
+/*
+ * A handed-over rank: pass our copies of its pipes again (RANK_START after
+ * RESUME); the daemon reads on where the lost one stopped, its HELD counts
+ * are the offsets.  A closed stdin goes as /dev/null (its EOF is in the
+ * RESUME).  False when the link went down meanwhile.
+ */
+static bool pass_pipes(struct run_link *l, const struct proto_frame *s)
+{
+	int fds[3], null = -1;
+
+	if (!run_kids_fds(l->kids, s->rank, fds))
+		return true; /* its pipes reached their end: nothing to read */
+	if (fds[0] < 0 && (fds[0] = null = open("/dev/null", O_WRONLY |
+							       O_CLOEXEC)) < 0) {
+		run_link_fallback(l, "opening /dev/null");
+		return false;
+	}
+	bool ok = run_link_send_pipes(l, s, fds);
+	if (null >= 0)
+		close(null);
+	return ok && l->linked;
+}
+
 void run_resume_replay(struct run_link *l)
 {
 	uint64_t dup0 = l->dup_dropped, lost0 = l->lost_bytes, n = 0;
@@ -136,12 +164,15 @@ void run_resume_replay(struct run_link *l)
 					.stdin_eof = rs->stdin_eof_rx,
 					.replay_bytes = again ? again[i] : 0};
 		run_link_send(l, &f);
-		if (rs->held_state == PROTO_HELD_RESERVED && rs->pid) {
-			struct proto_frame s = {.type = PROTO_RANK_START,
-						.rank = rank,
-						.pid = (uint32_t)rs->pid};
+		struct proto_frame s = {.type = PROTO_RANK_START,
+					.rank = rank,
+					.pid = (uint32_t)rs->pid};
+		if (l->handover && rs->pid &&
+		    rs->held_state != PROTO_HELD_EXITED) {
+			if (!pass_pipes(l, &s))
+				return;
+		} else if (rs->held_state == PROTO_HELD_RESERVED && rs->pid)
 			run_link_send(l, &s);
-		}
 		if (rs->held_state != PROTO_HELD_EXITED && !rs->exited) {
 			struct proto_frame x = {
 			    .type = rs->stdin_xoff ? PROTO_XOFF : PROTO_XON,
@@ -229,12 +260,18 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 	int64_t dl = mono_ms() + (left < RUN_CONNECT_TIMEOUT_MS
 				      ? left
 				      : RUN_CONNECT_TIMEOUT_MS);
+	bool was_handover = l->handover;
 	int rc = run_link_greet(l, true, dl, &code, why, sizeof(why));
 	if (rc >= 0) {
 		l->fd = rc;
 		l->linked = true;
 		l->reconnecting = false;
 		l->reconnects++;
+		if (was_handover && !l->handover) {
+			run_link_fallback(l, "the daemon no longer takes the "
+					     "pipes (hand-over)");
+			return;
+		}
 		if (run_link_start(l) == 0 && l->linked)
 			run_resume_replay(l);
 		return;
@@ -307,9 +344,10 @@ void run_resume_release(struct run_link *l)
 
 void run_link_down(struct run_link *l, const char *why)
 {
-	/* a link that handed the pipes over does not resume: we read our
-	 * copies of them ourselves from now on (run_kids_unlinked) */
-	if (l->linked && !l->handover && run_resume_start(l, why))
+	/* a link that handed the pipes over resumes too: our copies stay
+	 * unread meanwhile (back-pressure), run_resume_replay passes them
+	 * again */
+	if (l->linked && run_resume_start(l, why))
 		return; /* reconnecting */
 	run_link_fallback(l, why);
 }

@@ -349,6 +349,14 @@ void conn_pipe_fds(void *ctx, const int *fds, int n);
 /* RANK_START on a hand-over connection: take the next three descriptors
  * and start reading.  0, or a negative errno after conn_fail(). */
 int conn_pipe_start(struct crank *cr);
+/* RANK_START of a running rank on a resumed hand-over: its pipes again
+ * (a daemon that still reads them closes the new copies; a restarted one
+ * reads on where the lost one stopped).  0, or a negative errno after
+ * conn_fail(). */
+int conn_pipe_restart(struct crank *cr);
+/* The link is detached for a resume: the pipes stay ours and are still
+ * read; descriptors not yet taken are closed. */
+void conn_pipe_detach(struct conn *c);
 /* (Re)arm the pipe reads of every rank of @c (flow, memory, closing). */
 void conn_pipe_update(struct conn *c);
 /* EXIT of @cr: true if held until its pipes reach end of file. */

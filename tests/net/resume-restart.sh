@@ -5,12 +5,14 @@
 # of it.  Each restarted daemon restores the job with its rank still
 # running ("reconnecting"), the forwarder reconnects and resumes: the
 # stream in the mount at the end is exactly the 64 MiB (sha256, count),
-# nothing printed on the forwarder's terminal, XOFF/XON paired.
+# nothing printed on the forwarder's terminal, XOFF/XON paired.  On the
+# hand-over path a kill -9 may lose what the daemon had read from a pipe
+# but not yet stored (one read, 64 KiB, per kill at most): the count is
+# checked against that bound, sha256 when nothing was lost.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
-# Resume is the socket path's (a link that handed its pipes over does not
-# resume: docs/protocol.md, "Pipe hand-over").
-export IOFS_NO_HANDOVER=1
+# Both paths (tests/net/meson.build net_both_paths): a handed-over link
+# resumes too, passing the pipes again (docs/protocol.md, "Pipe hand-over").
 export IOFS_RECONNECT_TIMEOUT=120
 SP="$T/spool"
 KILLS=5
@@ -37,6 +39,7 @@ for i in $(seq $KILLS); do
 	for r in 0 1; do
 		wait_for 60 state_is_link rs $r connected || fail "kill $i: rank $r not resumed: $(cat "$MNT/rs/$r/info"; cat "$T/rs.err")"
 	done
+	assert_eq "kill $i: rank 0 path" "$RUN_PATH" "$(info_get "$MNT/rs/0/info" path)"
 	log "kill -9 #$i at >= $want bytes: resumed at $(info_get "$MNT/rs/0/info" stdout_bytes)"
 done
 wait_for 120 finished $JOB || fail "forwarder did not end"
@@ -44,8 +47,20 @@ assert_eq "forwarder status" 0 "$(rc_of $JOB)"
 assert_eq "nothing printed locally" 0 "$(stat -c %s "$T/rs.out")"
 for r in 0 1; do
 	wait_for 10 state_is rs $r exited || fail "rank $r not exited: $(cat "$MNT/rs/$r/info")"
-	assert_eq "rank $r: bytes in the mount" "$(stat -c %s "$T/blob$r")" "$(timeout 30 cat "$MNT/rs/$r/stdout" | wc -c)"
-	assert_eq "rank $r: sha256 in the mount" "$(sha "$T/blob$r")" "$(timeout 30 cat "$MNT/rs/$r/stdout" | sha256sum | cut -d' ' -f1)"
+	want=$(stat -c %s "$T/blob$r")
+	got=$(timeout 30 cat "$MNT/rs/$r/stdout" | wc -c)
+	if [ "$RUN_PATH" = handover ] && [ "$got" != "$want" ]; then
+		# Hand-over: a kill -9 loses what the old daemon had read from
+		# the pipe but not yet stored, at most one read (64 KiB) per
+		# kill; never a duplicate, so the shortfall is the loss exactly
+		# (docs/protocol.md, "Pipe hand-over").
+		[ "$got" -lt "$want" ] && [ $((want - got)) -le $((KILLS * 65536)) ] ||
+			fail "rank $r: $got bytes of $want, more than $KILLS reads lost"
+		log "rank $r: $((want - got)) bytes lost in the kills"
+	else
+		assert_eq "rank $r: bytes in the mount" "$want" "$got"
+		assert_eq "rank $r: sha256 in the mount" "$(sha "$T/blob$r")" "$(timeout 30 cat "$MNT/rs/$r/stdout" | sha256sum | cut -d' ' -f1)"
+	fi
 	assert_eq "rank $r: stdout XOFF/XON paired" "$(info_get "$MNT/rs/$r/info" stdout_xoff)" "$(info_get "$MNT/rs/$r/info" stdout_xon)"
 done
 n=$(grep -c "resumed job 'rs'" "$T/rs.err")

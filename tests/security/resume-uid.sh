@@ -6,8 +6,7 @@
 # log line naming both uids; nobody learns nothing (no HELD frame), and
 # root's job is untouched: still running, its stream intact.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
-# Resume is the socket path's (docs/protocol.md, "Pipe hand-over").
-export IOFS_NO_HANDOVER=1
+# Both paths (tests/security/meson.build): a handed-over link resumes too.
 . "$IOFS_SOURCE_DIR/tests/fs/common.sh"
 . "$IOFS_SOURCE_DIR/tests/security/common.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
