@@ -288,7 +288,8 @@ static const struct run_option run_options[] = {
     {"replay-buffer", 0, "BYTES",
      "output kept while reconnecting (default 4M)", opt_replay},
     {"handover", 0, NULL,
-     "same host: hand the pipes to the daemon (faster; no resume)",
+     "same host: hand the pipes to the daemon (faster; a daemon crash "
+     "may lose in-flight bytes)",
      opt_handover},
     {"no-handover", 0, NULL,
      "forward the pipes' bytes (the default)", opt_handover},

@@ -67,8 +67,9 @@ struct run_opts {
 	/* --handover or $IOFS_HANDOVER=1 (--no-handover and
 	 * $IOFS_NO_HANDOVER=1 win): on a Unix socket, hand the ranks' pipes
 	 * to the daemon (docs/protocol.md, "Pipe hand-over").  Off by
-	 * default: a link that handed its pipes over does not resume (issue
-	 * 15's exact resume across a daemon restart would be lost). */
+	 * default: a handed-over link resumes, but a daemon kill -9 may lose
+	 * (uncounted) what the daemon had read and not stored, where the
+	 * socket path replays it (docs/design.md). */
 	bool handover;
 	char **argv;
 };
@@ -212,8 +213,9 @@ struct run_link {
 	uint64_t reconnects, replayed, dup_dropped, lost_bytes;
 	uint64_t xon_implicit;	   /* XOFF latches cleared by a link loss */
 	uint64_t handover_local;   /* bytes printed here at the hand-over */
-	/* The pipe hand-over (WELCOME said yes): no DATA, no resume; on a
-	 * link loss we read our copies of the pipes ourselves. */
+	/* The pipe hand-over (WELCOME said yes): no DATA; on a link loss
+	 * the copies stay parked for the resume (run_resume.c), and on the
+	 * final fallback we read them ourselves. */
 	bool handover;
 	uint32_t handed; /* ranks whose pipes the daemon took */
 };
