@@ -97,6 +97,10 @@ struct fs {
 	iofs_log_t *log; /* borrowed */
 	struct fuse_session *se;
 	struct event *dev_ev;	/* persistent read event on the FUSE fd */
+	/* A copy of the FUSE fd above every fd open at mount time (so above
+	 * fusermount3's auto_unmount socket), closed after the session;
+	 * -1 if none.  Why: fs_mount(). */
+	int dev_hold;
 	struct event *sweep_ev; /* linger + inode garbage collection */
 	struct fuse_buf buf;	/* receive buffer, reused */
 	char *mountpoint;
