@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "net/net_i.h"
+#include "net/wire.h"
 #include "net/server_i.h"
 
 #define PIPE_READ_CHUNK (64u << 10)  /* one read(): a default pipe's size */
@@ -57,16 +58,41 @@ bool conn_pipe_offer(struct conn *c)
 	return c->handover;
 }
 
+/* Close @n descriptors a peer sent (wire_close_fd: not all are pipes). */
+static void close_sent(const int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		wire_close_fd(fds[i]);
+}
+
 void conn_pipe_fds(void *ctx, const int *fds, int n)
 {
 	struct conn *c = ctx;
 
 	if (!c->handover || c->closing) {
-		for (int i = 0; i < n; i++)
-			close(fds[i]);
+		close_sent(fds, n);
 		if (!c->closing)
 			conn_fail(c, PROTO_ERR_FIELD,
 				  "descriptors without a hand-over");
+		return;
+	}
+	/* Only pipes are ever queued, so every later close() is safe and
+	 * nothing else is read or written (wire_close_fd says why). */
+	for (int i = 0; i < n; i++) {
+		if (wire_fd_is_pipe(fds[i]))
+			continue;
+		close_sent(fds, n);
+		conn_fail(c, PROTO_ERR_FIELD,
+			  "a descriptor it passed is not a pipe");
+		return;
+	}
+	/* Three per RANK_START, consumed as it is decoded: more than its
+	 * ranks' pipes queued is a flood of our descriptors. */
+	if (c->fdq_len + (size_t)n > 3 * (size_t)c->rank_count) {
+		close_sent(fds, n);
+		conn_fail(c, PROTO_ERR_FIELD,
+			  "more descriptors than the pipes of its %u ranks",
+			  c->rank_count);
 		return;
 	}
 	if (c->fdq && c->fdq_head + c->fdq_len + (size_t)n > c->fdq_cap) {
@@ -78,8 +104,7 @@ void conn_pipe_fds(void *ctx, const int *fds, int n)
 		size_t cap = 2 * (c->fdq_len + (size_t)n);
 		int *q = realloc(c->fdq, cap * sizeof(*q));
 		if (!q) {
-			for (int i = 0; i < n; i++)
-				close(fds[i]);
+			close_sent(fds, n);
 			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 			return;
 		}
@@ -353,6 +378,16 @@ static void rank_release(struct crank *cr)
 	cr->pp = NULL;
 }
 
+/* Is the pipe @fd (conn_pipe_fds() queues pipes only) open for @acc,
+ * O_RDONLY or O_WRONLY?  F_GETFL asks the open file, no filesystem. */
+static bool is_pipe_for(int fd, int acc)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return wire_fd_is_pipe(fd) && fl >= 0 &&
+	       ((fl & O_ACCMODE) == acc || (fl & O_ACCMODE) == O_RDWR);
+}
+
 int conn_pipe_start(struct crank *cr)
 {
 	struct conn *c = cr->c;
@@ -367,6 +402,16 @@ int conn_pipe_start(struct crank *cr)
 		return conn_fail(c, PROTO_ERR_FIELD,
 				 "RANK_START %u without its three pipes",
 				 cr->rank);
+	}
+	static const char *const what[3] = {"stdin", "stdout", "stderr"};
+	for (int i = 0; i < 3; i++) {
+		if (is_pipe_for(fd[i], i == 0 ? O_WRONLY : O_RDONLY))
+			continue;
+		for (int j = 0; j < 3; j++)
+			close(fd[j]);
+		return conn_fail(c, PROTO_ERR_FIELD,
+				 "RANK_START %u: its %s pipe is not open for %s",
+				 cr->rank, what[i], i == 0 ? "writing" : "reading");
 	}
 	cr->pp = calloc(1, sizeof(*cr->pp));
 	if (!cr->pp)

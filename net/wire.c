@@ -2,6 +2,9 @@
 #include "net/wire.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -36,6 +39,35 @@ ssize_t wire_read(int fd, struct evbuffer *in, size_t chunk)
 	return wire_read_fds(fd, in, chunk, NULL, NULL);
 }
 
+bool wire_fd_is_pipe(int fd)
+{
+	return fcntl(fd, F_GETPIPE_SZ) > 0;
+}
+
+static void *close_thread(void *arg)
+{
+	close((int)(intptr_t)arg);
+	return NULL;
+}
+
+void wire_close_fd(int fd)
+{
+	pthread_attr_t a;
+	pthread_t t;
+
+	if (fd < 0)
+		return;
+	if (wire_fd_is_pipe(fd)) {
+		close(fd);
+		return;
+	}
+	if (pthread_attr_init(&a) != 0)
+		return;
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_create(&t, &a, close_thread, (void *)(intptr_t)fd);
+	pthread_attr_destroy(&a);
+}
+
 /* The descriptors of @mh's control data: to @fds, else closed. */
 static void take_fds(struct msghdr *mh,
 		     void (*fds)(void *ctx, const int *fd, int n), void *ctx)
@@ -53,7 +85,7 @@ static void take_fds(struct msghdr *mh,
 			fds(ctx, got, n);
 		else
 			for (int i = 0; i < n; i++)
-				close(got[i]);
+				wire_close_fd(got[i]);
 	}
 }
 

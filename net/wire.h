@@ -10,6 +10,7 @@
 #ifndef IOFS_NET_WIRE_H
 #define IOFS_NET_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -44,6 +45,19 @@ ssize_t wire_read(int fd, struct evbuffer *in, size_t chunk);
  */
 ssize_t wire_read_fds(int fd, struct evbuffer *in, size_t chunk,
 		      void (*fds)(void *ctx, const int *fd, int n), void *ctx);
+
+/* Does @fd name a pipe or FIFO?  Asks the open file only (F_GETPIPE_SZ):
+ * never a filesystem, unlike fstat(). */
+bool wire_fd_is_pipe(int fd);
+
+/*
+ * Close a descriptor a peer sent us.  A pipe at once; anything else on a
+ * short-lived detached thread: close() of a file on our own FUSE mount
+ * waits for our own FLUSH answer, which the loop could then never give
+ * (a local user could freeze the daemon for everyone).  If no thread can
+ * be made the descriptor is kept open: a leak, not a hang.
+ */
+void wire_close_fd(int fd);
 
 /*
  * Send @len bytes with @nfd descriptors attached (SCM_RIGHTS) on the
