@@ -123,23 +123,27 @@ static void trim_held(struct run_link *l)
 /*
  * A handed-over rank: pass our copies of its pipes again (RANK_START after
  * RESUME); the daemon reads on where the lost one stopped, its HELD counts
- * are the offsets.  A closed stdin goes as /dev/null (its EOF is in the
- * RESUME).  False when the link went down meanwhile.
+ * are the offsets.  A closed stdin goes as the write end of a fresh pipe
+ * with no reader (the daemon takes pipes only; its EOF is in the RESUME,
+ * so nothing is written to it).  False when the link went down meanwhile.
  */
 static bool pass_pipes(struct run_link *l, const struct proto_frame *s)
 {
-	int fds[3], null = -1;
+	int fds[3], spare[2] = {-1, -1};
 
 	if (!run_kids_fds(l->kids, s->rank, fds))
 		return true; /* its pipes reached their end: nothing to read */
-	if (fds[0] < 0 && (fds[0] = null = open("/dev/null", O_WRONLY |
-							       O_CLOEXEC)) < 0) {
-		run_link_fallback(l, "opening /dev/null");
-		return false;
+	if (fds[0] < 0) {
+		if (pipe2(spare, O_CLOEXEC) < 0) {
+			run_link_fallback(l, "making a pipe for a closed stdin");
+			return false;
+		}
+		close(spare[0]);
+		fds[0] = spare[1];
 	}
 	bool ok = run_link_send_pipes(l, s, fds);
-	if (null >= 0)
-		close(null);
+	if (spare[1] >= 0)
+		close(spare[1]);
 	return ok && l->linked;
 }
 
