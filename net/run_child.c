@@ -79,15 +79,21 @@ static void chan_update(struct run_chan *c)
 	c->armed = want;
 }
 
-static void chan_close(struct run_chan *c)
+/* Disarm and close our end of @c's pipe (open). */
+static void chan_shut(struct run_chan *c)
 {
-	if (c->fd < 0)
-		return;
 	if (c->armed)
 		event_del(c->ev);
 	c->armed = false;
 	close(c->fd);
 	c->fd = -1;
+}
+
+static void chan_close(struct run_chan *c)
+{
+	if (c->fd < 0)
+		return;
+	chan_shut(c);
 	c->ch->k->ops->complete(c->ch->k->ops_ctx, c->ch->rank, c->channel);
 }
 
@@ -105,11 +111,7 @@ static void chan_drop(struct run_chan *c)
 {
 	if (c->fd < 0 || !(c->susp & RUN_SUSP_HANDOVER) || c->ch->k->keep_copies)
 		return;
-	if (c->armed)
-		event_del(c->ev);
-	c->armed = false;
-	close(c->fd);
-	c->fd = -1;
+	chan_shut(c);
 }
 
 static void child_check_done(struct child *ch);
