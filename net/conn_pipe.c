@@ -289,16 +289,9 @@ static void stdin_write_cb(evutil_socket_t fd, short what, void *arg)
 	struct crank *cr = arg;
 	struct crank_pipes *pp = cr->pp;
 
-	while (evbuffer_get_length(pp->in_q) > 0) {
-		int n = evbuffer_write(pp->in_q, pp->in_fd);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			break;
-		if (n <= 0) { /* EPIPE: the rank closed its stdin */
-			stdin_close(cr);
-			return;
-		}
+	if (wire_drain(pp->in_q, pp->in_fd) < 0) { /* EPIPE: stdin closed */
+		stdin_close(cr);
+		return;
 	}
 	stdin_flow(cr);
 	if (evbuffer_get_length(pp->in_q) == 0) {

@@ -21,6 +21,7 @@
 #include <event2/event.h>
 
 #include "net/run_i.h"
+#include "net/wire.h"
 
 struct run_chan {
 	struct child *ch;
@@ -192,16 +193,9 @@ static void stdin_write_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct child *ch = arg;
 
-	while (evbuffer_get_length(ch->in_q) > 0) {
-		int n = evbuffer_write(ch->in_q, ch->in_fd);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			break;
-		if (n <= 0) { /* EPIPE: the child closed its stdin */
-			stdin_close(ch);
-			return;
-		}
+	if (wire_drain(ch->in_q, ch->in_fd) < 0) { /* EPIPE: stdin closed */
+		stdin_close(ch);
+		return;
 	}
 	stdin_flow(ch);
 	if (evbuffer_get_length(ch->in_q) == 0) {

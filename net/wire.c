@@ -163,3 +163,18 @@ ssize_t wire_read_fds(int fd, struct evbuffer *in, size_t chunk,
 	evbuffer_commit_space(in, v, nv);
 	return n;
 }
+
+int wire_drain(struct evbuffer *q, int fd)
+{
+	while (evbuffer_get_length(q) > 0) {
+		int n = evbuffer_write(q, fd);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+	}
+	return 0;
+}

@@ -35,6 +35,14 @@ void wire_send(struct evbuffer *out, int fd, const void *a, size_t alen,
  */
 ssize_t wire_read(int fd, struct evbuffer *in, size_t chunk);
 
+/*
+ * Write what @q holds to @fd, a non-blocking pipe (a rank's stdin), until
+ * @q is empty or @fd is full.  0: drained or full (EAGAIN; wait for
+ * EV_WRITE), -errno: the reader is gone (-EPIPE) or another write error;
+ * the bytes that did not go stay in @q.  EINTR is retried.
+ */
+int wire_drain(struct evbuffer *q, int fd);
+
 /* Up to this many descriptors ride on one read (SCM_RIGHTS). */
 #define WIRE_FDS_MAX 24
 
