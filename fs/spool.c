@@ -417,6 +417,12 @@ out_free:
 	return rc;
 }
 
+void spool_keep_cache(spool_t *sp)
+{
+	spool_flusher_free(sp->fl);
+	sp->fl = NULL;
+}
+
 void spool_free(spool_t *sp)
 {
 	if (!sp)

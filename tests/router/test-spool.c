@@ -424,8 +424,9 @@ static size_t resident(const char *path, size_t off, size_t len)
 
 /* Drop-behind (fs/spool_flush.h): 24 MiB through a rank leave its first
  * 16 MiB written back and out of the page cache, its newest 8 MiB cached,
- * and every byte readable, exact. */
-static void drop_behind_keeps_bytes(void **state)
+ * and every byte readable, exact; with spool_keep_cache() all of it stays
+ * cached. */
+static void drop_behind_case(bool keep)
 {
 	struct sp *s = sp_new(NULL, NULL);
 	size_t chunk = 64 << 10, n = 24u << 20;
@@ -434,9 +435,10 @@ static void drop_behind_keeps_bytes(void **state)
 	uint64_t off = 0;
 	struct statfs fs;
 
-	(void)state;
 	assert_non_null(in);
 	assert_non_null(out);
+	if (keep)
+		spool_keep_cache(s->sp);
 	h_reg(s->h, "db", 0, 1);
 	for (size_t at = 0; at < n; at += chunk) {
 		fill(in, chunk, (unsigned)(at / chunk));
@@ -445,7 +447,9 @@ static void drop_behind_keeps_bytes(void **state)
 	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
 	snprintf(path, sizeof(path), "%s/0/0.stdout", s->dir);
 	assert_int_equal(statfs(path, &fs), 0);
-	if (fs.f_type != TMPFS_MAGIC) { /* tmpfs keeps its pages */
+	if (keep) { /* dirty pages are never reclaimed at once */
+		assert_int_equal(resident(path, 0, 16u << 20), 4096);
+	} else if (fs.f_type != TMPFS_MAGIC) { /* tmpfs keeps its pages */
 		for (int i = 0; i < 1000 && resident(path, 0, 16u << 20); i++)
 			usleep(10000);
 		assert_int_equal(resident(path, 0, 16u << 20), 0);
@@ -466,6 +470,18 @@ static void drop_behind_keeps_bytes(void **state)
 	sp_free(s);
 }
 
+static void drop_behind_keeps_bytes(void **state)
+{
+	(void)state;
+	drop_behind_case(false);
+}
+
+static void keep_cache_keeps_pages(void **state)
+{
+	(void)state;
+	drop_behind_case(true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -477,6 +493,7 @@ int main(void)
 	    cmocka_unit_test(spool_layout),
 	    cmocka_unit_test(restart_restores_jobs),
 	    cmocka_unit_test(drop_behind_keeps_bytes),
+	    cmocka_unit_test(keep_cache_keeps_pages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
