@@ -99,6 +99,9 @@ static void usage(FILE *f)
 	    "  -o spool_max_stream=SIZE, spool_max_job=SIZE, spool_max=SIZE\n"
 	    "                     caps (default none, 1G, min(16G, 1/4 of\n"
 	    "                     its filesystem)); none = no cap\n"
+	    "  -o spool_keep_cache\n"
+	    "                     leave the spool's bytes in the page cache\n"
+	    "                     (default: drop what lies 8 MiB behind)\n"
 	    "  -o max_read=BYTES  largest read request the kernel sends\n"
 	    "  -o allow_remote    accept TCP forwarders not on loopback\n"
 	    "  -o loglevel=LEVEL  err, warning, notice, info (default), "
@@ -587,6 +590,8 @@ static int start_spool(struct daemon *d, struct router_config *cfg,
 		err[0] = '\0';
 		return 0;
 	}
+	if (so->keep_cache)
+		spool_keep_cache(d->spool);
 	cfg->store = spool_store_ops();
 	cfg->store_ctx = d->spool;
 	cfg->store_max_stream = so->set_stream ? so->max_stream : 0;

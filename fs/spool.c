@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fs/safe_dir.h"
+#include "fs/spool_flush.h"
 #include "fs/spool_i.h"
 
 /* "DIR/NAME: WHAT" */
@@ -228,6 +229,29 @@ static int spool_open(void *jh, uint32_t rank, uint32_t channel, void **h)
 	return rc;
 }
 
+/* @w more bytes appended to the rank file @f: hand what lies
+ * SPOOL_FLUSH_LAG behind its end to the flusher, a chunk at a time
+ * (fs/spool_flush.h). */
+static void drop_behind(struct spool_file *f, size_t w)
+{
+	spool_flusher_t *fl = f->j->sp->fl;
+
+	if (!fl)
+		return;
+	if (!f->end_known) { /* an adopted file appends at its end */
+		off_t end = lseek(f->fd, 0, SEEK_END);
+
+		f->end = end > 0 ? (uint64_t)end - w : 0;
+		f->flushed = f->end & ~(uint64_t)(SPOOL_FLUSH_CHUNK - 1);
+		f->end_known = true;
+	}
+	f->end += w;
+	while (f->end >= f->flushed + SPOOL_FLUSH_CHUNK + SPOOL_FLUSH_LAG) {
+		spool_flusher_queue(fl, f->fd, f->flushed, SPOOL_FLUSH_CHUNK);
+		f->flushed += SPOOL_FLUSH_CHUNK;
+	}
+}
+
 static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 {
 	struct spool_file *f = h;
@@ -238,7 +262,10 @@ static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 	do
 		w = writev(f->fd, iov, iovcnt);
 	while (w < 0 && errno == EINTR);
-	return w < 0 ? -errno : w;
+	if (w < 0)
+		return -errno;
+	drop_behind(f, (size_t)w);
+	return w;
 }
 
 static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
@@ -354,6 +381,10 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	}
 	sp->log = log;
 	sp->dirfd = -1;
+	rc = spool_flusher_new(&sp->fl);
+	if (rc < 0) /* then the pages stay cached */
+		iofs_logf(log, LOG_WARNING, "spool",
+			  "no drop-behind thread: %s", strerror(-rc));
 	/* The spool is the daemon's for as long as it runs, and a restart
 	 * trusts what it finds there: every directory on the way must be
 	 * safe too (--output-dir, the user's own choice, checks its top). */
@@ -386,10 +417,17 @@ out_free:
 	return rc;
 }
 
+void spool_keep_cache(spool_t *sp)
+{
+	spool_flusher_free(sp->fl);
+	sp->fl = NULL;
+}
+
 void spool_free(spool_t *sp)
 {
 	if (!sp)
 		return;
+	spool_flusher_free(sp->fl);
 	if (sp->dirfd >= 0)
 		close(sp->dirfd);
 	free(sp->dir);

@@ -40,6 +40,11 @@ void spool_free(spool_t *sp); /* NULL-safe */
  * Returns the number of job directories seen, or -errno. */
 int spool_restore(spool_t *sp, router_t *r, bool keep_running);
 
+/* No drop-behind (fs/spool_flush.h): every byte written stays in the page
+ * cache until the kernel wants it (-o spool_keep_cache).  Before any
+ * append. */
+void spool_keep_cache(spool_t *sp);
+
 /* For router_config.store / store_ctx. */
 const struct router_store_ops *spool_store_ops(void);
 

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 
 #include "fs/spool.h"
+#include "fs/spool_flush.h"
 
 #define SPOOL_NAME_TRIES 100000 /* job directory numbers tried per job */
 
@@ -19,6 +20,7 @@ struct spool {
 	int dirfd; /* the verified top directory */
 	uint64_t next; /* next job directory number to try */
 	bool no_punch; /* the filesystem cannot punch holes: logged once */
+	spool_flusher_t *fl; /* drop-behind (spool_flush.h); NULL: none */
 };
 
 struct spool_job {
@@ -40,6 +42,10 @@ struct spool_file {
 	struct spool_job *j;
 	int fd;
 	uint64_t punched; /* [0, punched) is a hole (retention caps) */
+	/* A rank file's drop-behind (spool_flush.h): its size once known,
+	 * and [0, flushed) handed to the flusher. */
+	uint64_t end, flushed;
+	bool end_known;
 	char name[24];
 	uint32_t rank;	  /* a rank file's rank, else SPOOL_NO_RANK */
 	int ci;		  /* channel: 0 stdout, 1 stderr */

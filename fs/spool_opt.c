@@ -79,6 +79,10 @@ int spool_option(struct spool_options *o, const char *tok, char *err,
 		o->off = true;
 		return 1;
 	}
+	if (!strcmp(tok, "spool_keep_cache")) {
+		o->keep_cache = true;
+		return 1;
+	}
 	if ((rc = size_opt(tok, "spool_max_stream", &o->max_stream,
 			   &o->set_stream, err, errlen)) ||
 	    (rc = size_opt(tok, "spool_max_job", &o->max_job, &o->set_job,

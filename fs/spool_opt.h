@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The spool's options (-o spool=DIR, -o nospool, -o spool_max*=SIZE) and
+ * The spool's options (-o spool=DIR, -o nospool, -o spool_max*=SIZE,
+ * -o spool_keep_cache) and
  * where it lives by default (docs/design.md "The spool"):
  *   $IOFS_SPOOL_DIR/<mount>   if set to an absolute path (the tests),
  *   /var/spool/iofs/<mount>   for root,
@@ -23,6 +24,7 @@
 struct spool_options {
 	const char *dir; /* -o spool=DIR; NULL = the default */
 	bool off;	 /* -o nospool */
+	bool keep_cache; /* -o spool_keep_cache: no drop-behind */
 	bool set_stream, set_job, set_total; /* given (else the defaults) */
 	uint64_t max_stream, max_job, max; /* 0 = no cap */
 };

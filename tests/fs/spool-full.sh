@@ -41,7 +41,9 @@ stop_daemon
 mkdir -p "$SFS2"
 mount -t tmpfs -o size=1m,mode=0700 iofs-test-spool2 "$SFS2" || fail "cannot mount a second tmpfs"
 W=65536
-start_daemon -o spool="$SFS2",spool_max=none,window=$W
+# (spool_keep_cache: no drop-behind; tmpfs has none anyway, the option
+# must parse and change nothing here)
+start_daemon -o spool="$SFS2",spool_max=none,window=$W,spool_keep_cache
 run_job c1 1 "$PRODUCE" -n 600K -s 12
 wait_for 30 exited "$MNT/c1/info" || fail "job c1 did not end"
 run_job c2 1 "$PRODUCE" -n 600K -s 13

@@ -4,6 +4,10 @@
  * at the window, a failing store falls back to the window rules, a full
  * one holds its producer, and the spool's files are laid out, protected
  * and removed as documented.  The caps: test-spool-caps.c. */
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+
 #include "tests/router/spool_harness.h"
 
 /* 200 KB through a 4 KiB window with nobody reading: a late reader of the
@@ -399,6 +403,85 @@ static void restart_restores_jobs(void **state)
 	free(s);
 }
 
+/* Pages of the count [@off, @off + @len) of @path in the page cache. */
+static size_t resident(const char *path, size_t off, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	unsigned char vec[4096];
+	size_t n = 0, pages = len / 4096;
+	void *m;
+
+	assert_true(fd >= 0 && pages <= sizeof(vec));
+	m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(mincore(m, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	munmap(m, len);
+	close(fd);
+	return n;
+}
+
+/* Drop-behind (fs/spool_flush.h): 24 MiB through a rank leave its first
+ * 16 MiB written back and out of the page cache, its newest 8 MiB cached,
+ * and every byte readable, exact; with spool_keep_cache() all of it stays
+ * cached. */
+static void drop_behind_case(bool keep)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	size_t chunk = 64 << 10, n = 24u << 20;
+	char *in = malloc(chunk), *out = malloc(chunk), path[128];
+	router_reader_t *rd;
+	uint64_t off = 0;
+	struct statfs fs;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	if (keep)
+		spool_keep_cache(s->sp);
+	h_reg(s->h, "db", 0, 1);
+	for (size_t at = 0; at < n; at += chunk) {
+		fill(in, chunk, (unsigned)(at / chunk));
+		h_put(s->h, "db", 0, ROUTER_CH_STDOUT, in, chunk, 0, 0, NULL);
+	}
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	snprintf(path, sizeof(path), "%s/0/0.stdout", s->dir);
+	assert_int_equal(statfs(path, &fs), 0);
+	if (keep) { /* dirty pages are never reclaimed at once */
+		assert_int_equal(resident(path, 0, 16u << 20), 4096);
+	} else if (fs.f_type != TMPFS_MAGIC) { /* tmpfs keeps its pages */
+		for (int i = 0; i < 1000 && resident(path, 0, 16u << 20); i++)
+			usleep(10000);
+		assert_int_equal(resident(path, 0, 16u << 20), 0);
+		assert_true(resident(path, 16u << 20, 8u << 20) > 0);
+	}
+	assert_int_equal(router_reader_open(router_job_lookup(s->h->r, "db"), 0,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	for (size_t at = 0; at < n; at += chunk) {
+		fill(in, chunk, (unsigned)(at / chunk));
+		assert_int_equal(h_drain(rd, &off, out, chunk), chunk);
+		assert_memory_equal(out, in, chunk);
+	}
+	router_reader_close(rd);
+	free(in);
+	free(out);
+	sp_free(s);
+}
+
+static void drop_behind_keeps_bytes(void **state)
+{
+	(void)state;
+	drop_behind_case(false);
+}
+
+static void keep_cache_keeps_pages(void **state)
+{
+	(void)state;
+	drop_behind_case(true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +492,8 @@ int main(void)
 	    cmocka_unit_test(two_full_streams_retry),
 	    cmocka_unit_test(spool_layout),
 	    cmocka_unit_test(restart_restores_jobs),
+	    cmocka_unit_test(drop_behind_keeps_bytes),
+	    cmocka_unit_test(keep_cache_keeps_pages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
