@@ -238,18 +238,17 @@ static void drop_behind(struct spool_file *f, size_t w)
 
 	if (!fl)
 		return;
-	if (!f->end_known) { /* an adopted file appends at its end */
-		off_t end = lseek(f->fd, 0, SEEK_END);
-
-		f->end = end > 0 ? (uint64_t)end - w : 0;
-		f->flushed = f->end & ~(uint64_t)(SPOOL_FLUSH_CHUNK - 1);
-		f->end_known = true;
-	}
 	f->end += w;
 	while (f->end >= f->flushed + SPOOL_FLUSH_CHUNK + SPOOL_FLUSH_LAG) {
 		spool_flusher_queue(fl, f->fd, f->flushed, SPOOL_FLUSH_CHUNK);
 		f->flushed += SPOOL_FLUSH_CHUNK;
 	}
+}
+
+void spool_file_adopted(struct spool_file *f, uint64_t size)
+{
+	f->end = size;
+	f->flushed = size & ~(uint64_t)(SPOOL_FLUSH_CHUNK - 1);
 }
 
 static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)

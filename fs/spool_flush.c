@@ -105,11 +105,6 @@ void spool_flusher_queue(spool_flusher_t *fl, int fd, uint64_t off,
 
 	if (!fl || !len)
 		return;
-	pthread_mutex_lock(&fl->lock);
-	bool full = fl->len == SPOOL_FLUSH_QUEUE;
-	pthread_mutex_unlock(&fl->lock);
-	if (full) /* the disk is behind: these pages just stay cached */
-		return;
 	dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (dup_fd < 0)
 		return;
@@ -122,7 +117,7 @@ void spool_flusher_queue(spool_flusher_t *fl, int fd, uint64_t off,
 		pthread_cond_signal(&fl->cond);
 	}
 	pthread_mutex_unlock(&fl->lock);
-	if (dup_fd >= 0)
+	if (dup_fd >= 0) /* full, the disk is behind: these pages stay cached */
 		close(dup_fd);
 }
 

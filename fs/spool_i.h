@@ -42,10 +42,10 @@ struct spool_file {
 	struct spool_job *j;
 	int fd;
 	uint64_t punched; /* [0, punched) is a hole (retention caps) */
-	/* A rank file's drop-behind (spool_flush.h): its size once known,
-	 * and [0, flushed) handed to the flusher. */
+	/* A plain file's drop-behind (spool_flush.h): its size (0 when
+	 * created, set by spool_file_adopted() for an earlier life's), and
+	 * [0, flushed) handed to the flusher. */
 	uint64_t end, flushed;
-	bool end_known;
 	char name[24];
 	uint32_t rank;	  /* a rank file's rank, else SPOOL_NO_RANK */
 	int ci;		  /* channel: 0 stdout, 1 stderr */
@@ -61,6 +61,9 @@ int spool_file_open(struct spool_job *j, const char *name, bool truncate,
 		    struct spool_file **out);
 void spool_close(void *h, bool discard);
 void spool_job_close(void *jh, bool discard);
+/* @f, a plain file of an earlier life, is @size bytes long: its next
+ * append lands there (drop-behind counts from it). */
+void spool_file_adopted(struct spool_file *f, uint64_t size);
 /* @f is @rank's file of channel @ci: merged views may point into it. */
 int spool_rank_file(struct spool_job *j, uint32_t rank, int ci,
 		    struct spool_file *f);

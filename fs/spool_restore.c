@@ -191,6 +191,7 @@ static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
 		return;
 	}
 	size = (uint64_t)st.st_size;
+	spool_file_adopted(f, size);
 adopt:
 	if (router_stream_adopt(job, rank, channel, f, size))
 		spool_close(f, false);
