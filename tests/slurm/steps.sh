@@ -78,7 +78,9 @@ scontrol reconfigure || fail "scontrol reconfigure"
 login_step() { [ "$(scontrol show config | sed -n 's/^LaunchParameters *= *//p')" = use_interactive_step ]; }
 wait_for 20 login_step || fail "use_interactive_step not in effect"
 before=$(jobs_in_mount)
-$DRIVE pty 60 "'$IOFS_RUN' -- sh -c 'echo in \$IOFS_NSPACE'\nexit\n" salloc -n 1 -O >"$T/login.out" 2>&1 ||
+# the step runs $SHELL (srun --pty $SHELL): a user's login always sets it, a CI
+# runner may not ("srun: fatal: No command given to execute"), so name one
+SHELL=/bin/sh $DRIVE pty 60 "'$IOFS_RUN' -- sh -c 'echo in \$IOFS_NSPACE'\nexit\n" salloc -n 1 -O >"$T/login.out" 2>&1 ||
 	fail "interactive salloc: status $?: $(cat "$T/login.out")"
 I=$(new_jobs "$before")
 [[ $I =~ ^[0-9]+\.interactive$ ]] || fail "interactive step not named JOBID.interactive: '$I' ($(cat "$T/login.out"))"
