@@ -405,10 +405,16 @@ static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 
 	(void)ino;
 	(void)off; /* stdin is a FIFO: offsets mean nothing */
-	if (f->kind == FS_K_STDIN)
+	if (f->kind == FS_K_STDIN) {
+		struct fs *fs = fs_req_fs(req);
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		fs->act.stdin_ns = (uint64_t)ts.tv_sec * 1000000000u +
+				   (uint64_t)ts.tv_nsec;
 		fs_stdin_write((struct fs_stdin *)f, req, buf, size);
-	else
+	} else {
 		fuse_reply_err(req, EBADF);
+	}
 }
 
 /* poll.  Valid replies: fuse_reply_poll, fuse_reply_err */
@@ -539,6 +545,7 @@ static void fs_dev_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		fuse_session_process_buf(fs->se, &fs->buf);
+		fs->act.requests++;
 		if (fs->init_seen && !fuse_session_exited(fs->se))
 			fs->ready = true;
 		if (fuse_session_exited(fs->se)) {
@@ -546,6 +553,11 @@ static void fs_dev_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
+}
+
+const struct fs_activity *fs_activity(const fs_t *fs)
+{
+	return &fs->act;
 }
 
 /* Remove jobs completed for longer than the linger time, in one pass

@@ -46,6 +46,16 @@ struct fs_config {
 	iofs_log_t *log;
 };
 
+/* What the daemon's loop watches to decide whether to poll before it
+ * sleeps (fs/loop.h): kept up to date by the fs on the loop thread; the
+ * pointer fs_activity() returns lives as long as the fs. */
+struct fs_activity {
+	uint64_t requests; /* FUSE requests taken since the start */
+	uint64_t stdin_ns; /* CLOCK_MONOTONIC ns of the last stdin write,
+			      0 = none yet */
+};
+const struct fs_activity *fs_activity(const fs_t *fs);
+
 /*
  * Create the filesystem on @base over @r (both borrowed; they must outlive
  * the fs).  Parses the FUSE options: a bad option fails with -EINVAL and a

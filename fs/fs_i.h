@@ -130,6 +130,7 @@ struct fs {
 	struct fs_rq rq; /* parking, counted replies */
 	TAILQ_HEAD(, fs_stream) streams;
 	TAILQ_HEAD(, fs_stdin) stdins;
+	struct fs_activity act; /* fs_activity(); lives as long as the fs */
 };
 
 /* inode.c */

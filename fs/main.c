@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "fs/loop.h"
 #include "fs/output_dir.h"
 #include "fs/spool.h"
 #include "fs/spool_opt.h"
@@ -58,6 +59,7 @@ struct options {
 	uint32_t linger_lost_s;
 	uint64_t stdin_uid_max;
 	uint32_t max_read;
+	uint32_t poll_us; /* -o poll_us=: fs/loop.h */
 	size_t window;
 	struct net_server_config net; /* auth, munge_socket, max_* */
 	char fuse_opts[2048]; /* -o options we pass on to libfuse */
@@ -103,6 +105,8 @@ static void usage(FILE *f)
 	    "                     leave the spool's bytes in the page cache\n"
 	    "                     (default: drop what lies 8 MiB behind)\n"
 	    "  -o max_read=BYTES  largest read request the kernel sends\n"
+	    "  -o poll_us=N       poll up to N us before sleeping while a\n"
+	    "                     stdin file is in use (default 100, 0 = off)\n"
 	    "  -o allow_remote    accept TCP forwarders not on loopback\n"
 	    "  -o loglevel=LEVEL  err, warning, notice, info (default), "
 	    "debug\n"
@@ -195,6 +199,12 @@ static int parse_o(struct options *o, char *arg)
 			snprintf(o->fuse_opts + used,
 				 sizeof(o->fuse_opts) - used, "%s%s",
 				 used ? "," : "", tok);
+		} else if ((rc = num_opt(tok, "poll_us=", 0, LOOP_POLL_MAX_US,
+					 "give microseconds, 0 (off) to 1000",
+					 &v))) {
+			if (rc < 0)
+				return -1;
+			o->poll_us = (uint32_t)v;
 		} else if ((rc = spool_option(&o->spool, tok, err,
 					      sizeof(err))) != 0) {
 			if (rc < 0) {
@@ -695,6 +705,7 @@ int main(int argc, char **argv)
 {
 	struct options o = {.log_level = -1,
 			    .linger_lost_s = 3600,
+			    .poll_us = LOOP_POLL_DEFAULT_US,
 			    .stdin_uid_max = 64u << 20};
 	struct daemon d = {.opt = &o};
 	struct router_config rc_cfg = {0};
@@ -777,7 +788,10 @@ int main(int argc, char **argv)
 	iofs_logf(d.log, LOG_INFO, NULL, "mounted %s", o.mountpoint_abs);
 	report_ready(&d, &ready_fd, 0);
 
-	event_base_dispatch(d.base);
+	struct loop_poll lp;
+	loop_poll_init(&lp, o.poll_us, loop_cpus());
+	if (loop_run(d.base, fs_activity(d.fs), &lp) < 0)
+		iofs_logf(d.log, LOG_ERR, NULL, "event loop failed");
 
 	release_daemon(&d);
 	iofs_log_free(d.log);

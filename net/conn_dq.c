@@ -23,10 +23,13 @@ void conn_rank_finish(struct crank *cr, enum router_state st, int status)
 	cr->state = CRANK_DONE;
 }
 
-/* Pop every finished entry at the head; ACK if anything moved. */
+/* Pop every finished entry at the head; ACK if a counter the forwarder
+ * sees moved (entries it never sent, the hand-over's pipe reads and what
+ * a resume replaced, change nothing it counts: an ACK for each would wake
+ * the forwarder once per pipe read for nothing). */
 void conn_dq_pump(struct conn *c)
 {
-	bool moved = false;
+	bool moved = false, acked = false;
 
 	while (c->dq_head && c->dq_head->done) {
 		struct dq_entry *e = c->dq_head;
@@ -36,19 +39,23 @@ void conn_dq_pump(struct conn *c)
 		if (e->is_exit) {
 			conn_rank_finish(&c->ranks[e->rank_idx],
 					 ROUTER_STATE_EXITED, e->exit_status);
-			if (!e->old)
+			if (!e->old) {
 				c->exits_done++;
+				acked = true;
+			}
 		} else {
 			c->dq_bytes -= e->len;
-			if (!e->old)
+			if (!e->old) {
 				c->acked_bytes += e->len;
+				acked = true;
+			}
 			conn_admit_buf(c, -(int64_t)e->len);
 		}
 		free(e);
 		moved = true;
 	}
 	if (moved) { /* one ACK per loop iteration: conn_service() sends it */
-		c->ack_pending = true;
+		c->ack_pending |= acked;
 		conn_kick(c);
 	}
 	if ((c->susp & CONN_SUSP_DQ) &&

@@ -17,6 +17,7 @@ expect_err 2 "exactly one MOUNTPOINT" "$IOFS" "$MNT" "$T"
 expect_err 2 "usage" "$IOFS" --no-such-option "$MNT"
 expect_err 2 "linger" "$IOFS" -o linger=soon "$MNT"
 expect_err 2 "window" "$IOFS" -o window=12 "$MNT"
+expect_err 2 "poll_us.*0 (off) to 1000" "$IOFS" -o poll_us=5000 "$MNT"
 expect_err 1 "does not exist.*mkdir -p" "$IOFS" -f "$T/nope"
 touch "$T/file"
 expect_err 1 "not a directory" "$IOFS" -f "$T/file"
@@ -31,7 +32,7 @@ expect_err 1 "" "$IOFS" -f --listen "bogus:addr" "$MNT"
 "$IOFS" --version | grep -q "^iofs [0-9]" || fail "--version"
 # the help names every -o option iofs itself understands and the default
 # address of a non-root user
-for w in linger= window= max_read= allow_remote /tmp/iofs-UID.sock; do
+for w in linger= window= max_read= poll_us= allow_remote /tmp/iofs-UID.sock; do
 	"$IOFS" --help | grep -q -- "$w" || fail "--help lacks $w"
 done
 
