@@ -9,6 +9,7 @@
  * does.
  */
 #include "fs/fs_i.h"
+#include "log/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -56,13 +57,6 @@ uint32_t fs_kind_channel(enum fs_kind kind)
 	return kind == FS_K_STDERR ? ROUTER_CH_STDERR : ROUTER_CH_STDOUT;
 }
 
-static uint64_t mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec;
-}
 
 static void set_time_ns(struct stat *st, uint64_t ns)
 {
@@ -406,11 +400,7 @@ static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	(void)ino;
 	(void)off; /* stdin is a FIFO: offsets mean nothing */
 	if (f->kind == FS_K_STDIN) {
-		struct fs *fs = fs_req_fs(req);
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		fs->act.stdin_ns = (uint64_t)ts.tv_sec * 1000000000u +
-				   (uint64_t)ts.tv_nsec;
+		fs_req_fs(req)->act.stdin_ns = iofs_mono_ns();
 		fs_stdin_write((struct fs_stdin *)f, req, buf, size);
 	} else {
 		fuse_reply_err(req, EBADF);
@@ -612,7 +602,7 @@ static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if ((fs->linger_s || fs->linger_lost_s) && !fs->shutdown) {
-		uint64_t now = mono_s() + 1; /* never 0 */
+		uint64_t now = iofs_mono_ns() / 1000000000u + 1; /* never 0 */
 
 		fs_linger_sweep(fs, now);
 	}

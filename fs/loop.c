@@ -1,18 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The daemon's event loop with its adaptive poll (see loop.h). */
 #include "fs/loop.h"
+#include "log/clock.h"
 
 #include <event2/event.h>
 #include <sched.h>
 #include <time.h>
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void loop_poll_init(struct loop_poll *lp, uint32_t max_us, long ncpus)
 {
@@ -61,14 +55,14 @@ long loop_cpus(void)
 static int poll_window(struct event_base *base, const struct fs_activity *act,
 		       const struct loop_poll *lp)
 {
-	uint64_t now = now_ns(), start = now, seen = act->requests;
+	uint64_t now = iofs_mono_ns(), start = now, seen = act->requests;
 
 	while (now - start < lp->window_ns && loop_talking(lp, act, now)) {
 		if (event_base_loop(base, EVLOOP_NONBLOCK) < 0)
 			return -1;
 		if (event_base_got_exit(base) || event_base_got_break(base))
 			return 1;
-		now = now_ns();
+		now = iofs_mono_ns();
 		if (act->requests != seen) { /* work came: the window restarts */
 			seen = act->requests;
 			start = now;
@@ -83,14 +77,14 @@ int loop_run(struct event_base *base, const struct fs_activity *act,
 	     struct loop_poll *lp)
 {
 	for (;;) {
-		bool talk = loop_talking(lp, act, now_ns());
+		bool talk = loop_talking(lp, act, iofs_mono_ns());
 
 		if (talk && lp->window_ns) {
 			int rc = poll_window(base, act, lp);
 			if (rc)
 				return rc < 0 ? -1 : 0;
 		}
-		uint64_t before = now_ns();
+		uint64_t before = iofs_mono_ns();
 		int rc = event_base_loop(base, EVLOOP_ONCE);
 		if (rc < 0)
 			return -1;
@@ -98,6 +92,6 @@ int loop_run(struct event_base *base, const struct fs_activity *act,
 		    event_base_got_break(base))
 			return 0;
 		if (talk)
-			loop_poll_adapt(lp, now_ns() - before);
+			loop_poll_adapt(lp, iofs_mono_ns() - before);
 	}
 }

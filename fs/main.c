@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log/clock.h"
 #include "fs/fs.h"
 #include "fs/loop.h"
 #include "fs/output_dir.h"
@@ -320,13 +321,6 @@ static int parse_args(struct options *o, int argc, char **argv)
 	return 0;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* After shutdown, serve the FLUSH/RELEASE of closing programs (a reader
  * just answered with EOF closes its file) before unmounting. */
@@ -336,7 +330,7 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (fs_open_count(d->fs) == 0 || mono_ms() >= d->grace_deadline_ms)
+	if (fs_open_count(d->fs) == 0 || iofs_mono_ms() >= d->grace_deadline_ms)
 		event_base_loopexit(d->base, NULL);
 }
 
@@ -350,7 +344,7 @@ static void daemon_stop(struct daemon *d, bool session_gone)
 		fs_shutdown(
 		    d->fs); /* parked reads EOF, writes what was taken */
 		router_shutdown(d->r); /* streams complete, XOFFs released */
-		d->grace_deadline_ms = mono_ms() + GRACE_MS;
+		d->grace_deadline_ms = iofs_mono_ms() + GRACE_MS;
 	}
 	if (session_gone || fs_open_count(d->fs) == 0) {
 		event_base_loopexit(d->base, NULL);
@@ -491,7 +485,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static int wait_init(struct daemon *d, char *err, size_t errlen)
 {
-	uint64_t deadline = mono_ms() + INIT_TIMEOUT_MS;
+	uint64_t deadline = iofs_mono_ms() + INIT_TIMEOUT_MS;
 	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
 	/* a private wake-up: event_base_loopexit() would outlive this loop */
 	struct event *tick = event_new(d->base, -1, EV_PERSIST, on_tick, NULL);
@@ -502,7 +496,7 @@ static int wait_init(struct daemon *d, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create a timer");
 		return -ENOMEM;
 	}
-	while (fs_ready(d->fs) == 0 && !d->stopping && mono_ms() < deadline)
+	while (fs_ready(d->fs) == 0 && !d->stopping && iofs_mono_ms() < deadline)
 		event_base_loop(d->base, EVLOOP_ONCE);
 	event_free(tick);
 	if (fs_ready(d->fs) == 1)

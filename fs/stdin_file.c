@@ -10,6 +10,7 @@
  * refused utimensat or ftruncate -- changes nothing for the rank.
  */
 #include "fs/fs_i.h"
+#include "log/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,24 +35,24 @@ static void parked_free(struct fs_parked *p)
 static bool stdin_uid_allows(struct fs *fs, uint32_t uid, size_t size)
 {
 	uint64_t held = uidmap_value(&fs->stdin_uids, uid, 0);
-	struct timespec now;
+	uint64_t now_s;
 
 	if (uid == 0 || !fs->stdin_uid_max || held + size <= fs->stdin_uid_max)
 		return true;
 	fs->stdin_refusals++;
 	fs->stdin_unlogged++;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if ((uint64_t)now.tv_sec != fs->stdin_logged_s) {
-		fprintf(stderr,
-			"iofs: fs: uid %u refused: limit max_stdin_uid=%llu "
-			"reached (%llu bytes held for blocked writers); %llu "
-			"such refusals in all, %llu since the last report\n",
-			uid, (unsigned long long)fs->stdin_uid_max,
-			(unsigned long long)held,
-			(unsigned long long)fs->stdin_refusals,
-			(unsigned long long)fs->stdin_unlogged);
+	now_s = iofs_mono_ns() / 1000000000u;
+	if (now_s != fs->stdin_logged_s) {
+		iofs_logf(fs->log, LOG_WARNING, "fs",
+			  "uid %u refused: limit max_stdin_uid=%llu "
+			  "reached (%llu bytes held for blocked writers); %llu "
+			  "such refusals in all, %llu since the last report",
+			  uid, (unsigned long long)fs->stdin_uid_max,
+			  (unsigned long long)held,
+			  (unsigned long long)fs->stdin_refusals,
+			  (unsigned long long)fs->stdin_unlogged);
 		fs->stdin_unlogged = 0;
-		fs->stdin_logged_s = (uint64_t)now.tv_sec;
+		fs->stdin_logged_s = now_s;
 	}
 	return false;
 }

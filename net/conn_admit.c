@@ -16,6 +16,7 @@
 
 #include <event2/event.h>
 
+#include "log/clock.h"
 #include "net/auth.h"
 #include "net/server_i.h"
 
@@ -152,20 +153,13 @@ void conn_admit_report(net_server_t *s)
 				(unsigned long long)s->refusals[i]);
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Count a refusal; log it, at most once a second per limit, with how many
  * were not logged since. */
 static void limit_hit(net_server_t *s, uint32_t uid, enum limit_id id,
 		      uint64_t have, uint64_t max)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = iofs_mono_ms();
 
 	s->refusals[id]++;
 	s->unlogged[id]++;

@@ -22,6 +22,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "log/clock.h"
 #include "net/net_i.h"
 #include "net/server_i.h"
 
@@ -48,13 +49,6 @@ bool conn_resume_wants(const struct conn *c)
 	       conn_resume_window(c->srv) > 0 && has_live_ranks(c);
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* A forwarder on this host that has exited cannot resume: true while
  * its process (same pid, same start time) is alive, or is not ours to
@@ -86,7 +80,7 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
 			if (conn_pipe_drain(c))
 				return;
 		}
-	} else if (mono_ms() + 50 < c->resume_deadline_ms) {
+	} else if (iofs_mono_ms() + 50 < c->resume_deadline_ms) {
 		evtimer_add(c->resume_timer, &tick); /* watch the peer */
 		return;
 	} else {
@@ -144,7 +138,7 @@ void conn_resume_detach(struct conn *c)
 	/* A local forwarder is watched every second (one that exited makes
 	 * its ranks lost at once, not after the window); others get one
 	 * timer at the window's end. */
-	c->resume_deadline_ms = mono_ms() + (uint64_t)tv.tv_sec * 1000u;
+	c->resume_deadline_ms = iofs_mono_ms() + (uint64_t)tv.tv_sec * 1000u;
 	if (c->is_unix && c->peer_pid > 0 && c->peer_start && tv.tv_sec > 1)
 		tv.tv_sec = 1;
 	evtimer_add(c->resume_timer, &tv);

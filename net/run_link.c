@@ -22,22 +22,17 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "log/clock.h"
 #include "net/auth.h"
 #include "net/framer.h"
 #include "net/net_i.h"
 #include "net/run_i.h"
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - (int64_t)iofs_mono_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p = {.fd = fd, .events = events};
@@ -332,7 +327,7 @@ out_close:
 
 int run_link_open(struct run_link *l)
 {
-	int64_t dl = now_ms() + RUN_CONNECT_TIMEOUT_MS;
+	int64_t dl = (int64_t)iofs_mono_ms() + RUN_CONNECT_TIMEOUT_MS;
 	char why[PROTO_MSG_MAX + 128];
 	uint32_t code;
 

@@ -26,14 +26,9 @@
 
 #include <event2/event.h>
 
+#include "log/clock.h"
 #include "net/run_i.h"
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void run_resume_queue_full(struct run_link *l)
 {
@@ -47,7 +42,7 @@ static void schedule(struct run_link *l)
 	unsigned ms;
 
 	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
-		r = (uint32_t)mono_ms();
+		r = (uint32_t)iofs_mono_ms();
 	/* jitter: somewhere in [backoff/2, backoff] */
 	ms = l->backoff_ms / 2 + r % (l->backoff_ms / 2 + 1);
 	l->backoff_ms = l->backoff_ms * 2 > RUN_RECONNECT_MAX_MS
@@ -222,7 +217,7 @@ void run_resume_replay(struct run_link *l)
 	run_log(l->log, LOG_WARNING,
 		"resumed job '%s' on %s after %lld ms (resume %llu): %llu bytes "
 		"sent again, %llu the daemon already had%s",
-		l->o->nspace, l->o->addr, (long long)(mono_ms() - l->down_ms),
+		l->o->nspace, l->o->addr, (long long)((int64_t)iofs_mono_ms() - l->down_ms),
 		(unsigned long long)l->reconnects, (unsigned long long)n,
 		(unsigned long long)(l->dup_dropped - dup0),
 		l->lost_bytes > lost0 ? "" : "");
@@ -251,7 +246,7 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 	struct run_link *l = arg;
 	char why[PROTO_MSG_MAX + 128];
 	int64_t left = l->down_ms + (int64_t)l->o->reconnect_s * 1000 -
-		       mono_ms();
+		       (int64_t)iofs_mono_ms();
 	uint32_t code;
 
 	if (left <= 0) {
@@ -261,7 +256,7 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 		run_link_fallback(l, why);
 		return;
 	}
-	int64_t dl = mono_ms() + (left < RUN_CONNECT_TIMEOUT_MS
+	int64_t dl = (int64_t)iofs_mono_ms() + (left < RUN_CONNECT_TIMEOUT_MS
 				      ? left
 				      : RUN_CONNECT_TIMEOUT_MS);
 	bool was_handover = l->handover;
@@ -310,7 +305,7 @@ bool run_resume_start(struct run_link *l, const char *why)
 		why, l->o->reconnect_s, l->o->replay_max);
 	run_link_close(l);
 	l->reconnecting = true;
-	l->down_ms = mono_ms();
+	l->down_ms = (int64_t)iofs_mono_ms();
 	l->backoff_ms = RUN_RECONNECT_MIN_MS;
 	/* Nobody XONs us over a dead link: the daemon re-sends the latches
 	 * still set after the resume.  Counted, so XOFF and XON pair. */
