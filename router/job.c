@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Jobs and ranks: registry, lifecycle, latches, stats, the deliver work. */
+/* Jobs and ranks: registry, lifecycle, latches, the deliver work. */
 #include "router/job_i.h"
 
 #include <errno.h>
@@ -607,7 +607,7 @@ int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 	return 0;
 }
 
-/* ---- readers, stats, attributes ----------------------------------------- */
+/* ---- readers, attributes (stats: router/stats.c) ------------------------ */
 
 static struct stream *pick_stream(router_job_t *job, uint32_t rank,
 				  uint32_t channel, int *rc)
@@ -663,65 +663,6 @@ int router_stream_attr(router_job_t *job, uint32_t rank, uint32_t channel,
 	out->mtime_ns = s->mtime_ns;
 	out->complete = s->complete;
 	return 0;
-}
-
-static void add_rank(struct router_stats *o, const router_rank_t *rank)
-{
-	o->stdout_bytes += rank->ch[CI_OUT].s.end;
-	o->stderr_bytes += rank->ch[CI_ERR].s.end;
-	o->stdin_bytes += rank->stdin_bytes;
-	o->stdout_xoff += rank->ch[CI_OUT].xoff;
-	o->stdout_xon += rank->ch[CI_OUT].xon;
-	o->stderr_xoff += rank->ch[CI_ERR].xoff;
-	o->stderr_xon += rank->ch[CI_ERR].xon;
-	o->stdin_xoff += rank->stdin_xoff;
-	o->stdin_xon += rank->stdin_xon;
-	o->dropped_bytes +=
-	    rank->ch[CI_OUT].s.dropped + rank->ch[CI_ERR].s.dropped;
-	o->spool_bytes += stream_store_held(&rank->ch[CI_OUT].s) +
-			  stream_store_held(&rank->ch[CI_ERR].s);
-	o->stdin_discarded += rank->stdin_discarded;
-	o->stdin_unacked += rank->stdin_unacked;
-	o->reconnects += rank->reconnects;
-	o->replayed += rank->replayed;
-	o->ranks_waiting += rank->state == ROUTER_STATE_RUNNING &&
-			    rank->link == ROUTER_LINK_WAITING;
-}
-
-void router_rank_stats(const router_rank_t *rank, struct router_stats *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->state = rank->state;
-	out->pid = rank->pid;
-	out->host = rank->host;
-	out->exit_status = rank->exit_status;
-	out->uid = rank->job->uid;
-	out->gid = rank->job->gid;
-	out->ranks = 1;
-	out->job_size = rank->job->job_size;
-	out->link = rank->link;
-	add_rank(out, rank);
-}
-
-void router_job_stats(const router_job_t *job, struct router_stats *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->state = !job->complete  ? ROUTER_STATE_RUNNING
-		     : job->any_lost ? ROUTER_STATE_LOST
-				     : ROUTER_STATE_EXITED;
-	out->pid = -1;
-	out->host = "";
-	out->exit_status = job->exit_status;
-	out->uid = job->uid;
-	out->gid = job->gid;
-	out->ranks = (uint32_t)job->nranks;
-	out->job_size = job->job_size;
-	for (size_t i = 0; i < job->nranks; i++)
-		add_rank(out, job->ranks[i]);
-	for (int ci = 0; ci < CI_N; ci++)
-		out->merged_dropped_bytes += job->m[ci].s.dropped;
-	out->spool_bytes = job->store_bytes;
-	out->owner_refused = job->owner_refused;
 }
 
 size_t router_uid_jobs(router_t *r, uint32_t uid)

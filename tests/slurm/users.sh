@@ -18,10 +18,12 @@ slurm_start
 # the cluster's directory is root's (0700): the users reach slurm.conf and
 # munged's socket through it, not its key (0400)
 chmod 711 "$SLURM_DIR"
+# and their steps start in $T (0755): the build directory may be below a
+# private one (CI clones into one), where slurmstepd cannot chdir
 
 # --- nobody's step: ownership, refusals, the owner's tools -----------------
 before=$(jobs_in_mount)
-"${NOBODY_BG[@]}" timeout 120 srun -O -n 2 "$IOFS_RUN" -- sh -c \
+"${NOBODY_BG[@]}" timeout 120 srun --chdir="$T" -O -n 2 "$IOFS_RUN" -- sh -c \
 	'echo "secret of rank $IOFS_RANK"; read -r l; echo "got <$l>"; echo "job $SLURM_JOB_ID"' \
 	</dev/null >"$T/s1.out" 2>"$T/s1.err" &
 SRUN=$!
@@ -86,7 +88,7 @@ SQ=$!
 track $SQ
 wait_for 10 test -e "$MNT/$NEXT/0/info" || fail "the squatter's job did not appear: $(cat "$T/sq.err")"
 assert_eq "owner of the squatted name" daemon "$(stat -c %U "$MNT/$NEXT")"
-"${NOBODY_BG[@]}" timeout 120 srun -O -n 2 "$IOFS_RUN" -- sh -c 'echo "mine $IOFS_RANK $SLURM_JOB_ID"' \
+"${NOBODY_BG[@]}" timeout 120 srun --chdir="$T" -O -n 2 "$IOFS_RUN" -- sh -c 'echo "mine $IOFS_RANK $SLURM_JOB_ID"' \
 	</dev/null >"$T/s2.out" 2>"$T/s2.err" &
 SRUN=$!
 track $SRUN
