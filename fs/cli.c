@@ -15,6 +15,7 @@
 #include "fs/spool.h"
 #include "iofs_config.h"
 #include "log/log.h"
+#include "log/num.h"
 
 void cli_defaults(struct daemon_options *o)
 {
@@ -74,21 +75,6 @@ static void usage(FILE *f)
 	    "See iofs(8).\n");
 }
 
-static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!*s || *s == '-')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return false;
-	*out = v;
-	return true;
-}
-
 /* The numeric -o NAME=N options: N in [min, max], stored at @off (a
  * uint32_t or a 64-bit field, @size says which); @fuse: FUSE sees it too. */
 static const struct num_opt {
@@ -144,7 +130,7 @@ static int num_opt(struct daemon_options *o, const char *tok)
 
 		if (strncmp(tok, t->name, n) != 0)
 			continue;
-		if (!parse_u64(tok + n, t->max, &v) || v < t->min) {
+		if (!iofs_parse_u64(tok + n, t->max, &v) || v < t->min) {
 			fprintf(stderr, "iofs: bad -o %s: %s\n", tok, t->hint);
 			return -1;
 		}

@@ -10,6 +10,7 @@
  */
 #include "fs/fs_i.h"
 #include "log/clock.h"
+#include "log/num.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -176,17 +177,12 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 /* ------------------------------------------------------------------------ */
 /* Lookup, getattr, forget                                                   */
 
+/* A rank directory's name: canonical decimal only ("7", not "07"). */
 static bool parse_rank(const char *name, uint32_t *rank)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
 
-	/* canonical decimal only: "7", not "07" or "+7" */
-	if (name[0] < '0' || name[0] > '9' || (name[0] == '0' && name[1]))
-		return false;
-	errno = 0;
-	v = strtoull(name, &end, 10);
-	if (errno || *end || v > ROUTER_RANK_MAX)
+	if (!iofs_parse_dec(name, strlen(name), ROUTER_RANK_MAX, true, &v))
 		return false;
 	*rank = (uint32_t)v;
 	return true;

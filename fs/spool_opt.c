@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "fs/spool_opt.h"
+#include "log/num.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,32 +14,11 @@
 
 bool spool_parse_size(const char *s, uint64_t *out)
 {
-	static const char units[] = "KMGT";
-	unsigned long long v;
-	const char *u;
-	char *end;
-	int shift = 0;
-
 	if (!strcasecmp(s, "none")) {
 		*out = 0;
 		return true;
 	}
-	if (!isdigit((unsigned char)*s))
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return false;
-	if (*end && (u = strchr(units, toupper((unsigned char)*end)))) {
-		shift = 10 * (int)(u - units + 1);
-		end++;
-		if (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))
-			end += strlen(end);
-	}
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
+	return iofs_parse_size(s, out);
 }
 
 /* -o NAME=SIZE into *@v: 1, 0 (another option), -1 (bad). */

@@ -18,6 +18,7 @@
 
 #include "fs/safe_dir.h"
 #include "fs/spool_i.h"
+#include "log/num.h"
 
 #define STATE_MAX (16u << 20) /* largest state file read */
 
@@ -37,21 +38,6 @@ struct rjob {
 };
 
 /* Digits only, no leading zero, fits: *v.  (Job numbers, rank ids.) */
-static bool parse_num(const char *s, size_t len, uint64_t max, uint64_t *v)
-{
-	uint64_t x = 0;
-
-	if (!len || len > 20 || (s[0] == '0' && len > 1))
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9' || x > (max - (uint64_t)(s[i] - '0')) / 10)
-			return false;
-		x = x * 10 + (uint64_t)(s[i] - '0');
-	}
-	*v = x;
-	return true;
-}
-
 /* Read small file @name of @dirfd (no links) into a NUL-terminated
  * buffer: its length, or -errno. */
 static ssize_t read_file(int dirfd, const char *name, size_t max, char **out)
@@ -149,8 +135,8 @@ static int scan_ranks(int dirfd, struct rjob *jb)
 		uint64_t id;
 
 		if (dot && (!strcmp(dot, ".stdout") || !strcmp(dot, ".stderr")) &&
-		    parse_num(e->d_name, (size_t)(dot - e->d_name),
-			      ROUTER_RANK_MAX, &id) &&
+		    iofs_parse_dec(e->d_name, (size_t)(dot - e->d_name),
+				   ROUTER_RANK_MAX, true, &id) &&
 		    !rank_add(jb, (uint32_t)id))
 			rc = -ENOMEM;
 	}
@@ -328,7 +314,8 @@ int spool_restore(spool_t *sp, router_t *r, bool keep_running)
 		return -errno;
 	}
 	while ((e = readdir(d))) {
-		if (!parse_num(e->d_name, strlen(e->d_name), UINT64_MAX - 1, &v))
+		if (!iofs_parse_dec(e->d_name, strlen(e->d_name), UINT64_MAX - 1,
+				    true, &v))
 			continue;
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 16;

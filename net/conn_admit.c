@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "log/clock.h"
+#include "log/num.h"
 #include "net/auth.h"
 #include "net/server_i.h"
 
@@ -82,15 +83,7 @@ void net_limits_fill(struct net_limits *l)
 static bool parse_num(const char *s, uint64_t min, uint64_t max,
 		      uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v < min || v > max)
-		return false;
-	*out = v;
-	return true;
+	return iofs_parse_u64(s, max, out) && *out >= min;
 }
 
 int net_config_option(struct net_server_config *cfg, const char *tok,

@@ -18,6 +18,7 @@
 
 #include <event2/event.h>
 
+#include "log/num.h"
 #include "iofs_config.h"
 #include "net/run_i.h"
 #include "net/server.h"
@@ -187,26 +188,16 @@ static int opt_reconnect(struct run_args *a, const struct run_option *t,
 static int opt_replay(struct run_args *a, const struct run_option *t,
 		      const char *arg)
 {
-	char *end;
-	unsigned long long v = strtoull(arg, &end, 10);
-	unsigned shift = 0;
+	uint64_t v;
 
-	if (*end == 'K' || *end == 'k')
-		shift = 10;
-	else if (*end == 'M' || *end == 'm')
-		shift = 20;
-	else if (*end == 'G' || *end == 'g')
-		shift = 30;
-	if (end == arg || (shift ? end[1] != '\0' : *end != '\0') ||
-	    arg[0] == '-' || v > (1ull << 30) >> shift ||
-	    (v << shift) < (64u << 10)) {
+	if (!iofs_parse_size(arg, &v) || v > (1u << 30) || v < (64u << 10)) {
 		fprintf(stderr,
 			"iofs-run: invalid --replay-buffer '%s': bytes (K, M, "
 			"G suffixes), 64K to 1G\n",
 			arg);
 		return -EINVAL;
 	}
-	a->o->replay_max = (size_t)(v << shift);
+	a->o->replay_max = (size_t)v;
 	return 0;
 }
 

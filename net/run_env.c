@@ -25,14 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log/num.h"
 #include "net/run_i.h"
 
 int run_parse_u32(const char *s, uint32_t *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (!*s || *end || errno || v > ROUTER_RANK_MAX || s[0] == '-')
+	uint64_t v;
+
+	if (!iofs_parse_u64(s, ROUTER_RANK_MAX, &v))
 		return -1;
 	*out = (uint32_t)v;
 	return 0;
