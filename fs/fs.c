@@ -58,7 +58,6 @@ uint32_t fs_kind_channel(enum fs_kind kind)
 	return kind == FS_K_STDERR ? ROUTER_CH_STDERR : ROUTER_CH_STDOUT;
 }
 
-
 static void set_time_ns(struct stat *st, uint64_t ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
@@ -598,7 +597,7 @@ static void fs_sweep_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if ((fs->linger_s || fs->linger_lost_s) && !fs->shutdown) {
-		uint64_t now = iofs_mono_ns() / 1000000000u + 1; /* never 0 */
+		uint64_t now = iofs_mono_s() + 1; /* never 0 */
 
 		fs_linger_sweep(fs, now);
 	}

@@ -7,7 +7,6 @@
 #include <sched.h>
 #include <time.h>
 
-
 void loop_poll_init(struct loop_poll *lp, uint32_t max_us, long ncpus)
 {
 	lp->max_ns = ncpus >= 2 ? (uint64_t)max_us * 1000u : 0;

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 #include "fs/spool_opt.h"
-#include "log/num.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,6 +10,8 @@
 #include <strings.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+
+#include "log/num.h"
 
 bool spool_parse_size(const char *s, uint64_t *out)
 {

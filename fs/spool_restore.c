@@ -37,7 +37,6 @@ struct rjob {
 	size_t n, cap;
 };
 
-/* Digits only, no leading zero, fits: *v.  (Job numbers, rank ids.) */
 /* Read small file @name of @dirfd (no links) into a NUL-terminated
  * buffer: its length, or -errno. */
 static ssize_t read_file(int dirfd, const char *name, size_t max, char **out)

@@ -41,7 +41,7 @@ static bool stdin_uid_allows(struct fs *fs, uint32_t uid, size_t size)
 		return true;
 	fs->stdin_refusals++;
 	fs->stdin_unlogged++;
-	now_s = iofs_mono_ns() / 1000000000u;
+	now_s = iofs_mono_s();
 	if (now_s != fs->stdin_logged_s) {
 		iofs_logf(fs->log, LOG_WARNING, "fs",
 			  "uid %u refused: limit max_stdin_uid=%llu "

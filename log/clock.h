@@ -24,6 +24,12 @@ static inline uint64_t iofs_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whole seconds on CLOCK_MONOTONIC (once-a-second rate limits, sweeps). */
+static inline uint64_t iofs_mono_s(void)
+{
+	return iofs_mono_ns() / 1000000000u;
+}
+
 /* Milliseconds on CLOCK_MONOTONIC (deadlines: fits int64_t for 292
  * million years, so signed differences are safe). */
 static inline uint64_t iofs_mono_ms(void)

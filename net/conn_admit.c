@@ -146,7 +146,6 @@ void conn_admit_report(net_server_t *s)
 				(unsigned long long)s->refusals[i]);
 }
 
-
 /* Count a refusal; log it, at most once a second per limit, with how many
  * were not logged since. */
 static void limit_hit(net_server_t *s, uint32_t uid, enum limit_id id,

@@ -49,7 +49,6 @@ bool conn_resume_wants(const struct conn *c)
 	       conn_resume_window(c->srv) > 0 && has_live_ranks(c);
 }
 
-
 /* A forwarder on this host that has exited cannot resume: true while
  * its process (same pid, same start time) is alive, or is not ours to
  * watch (TCP, another pid namespace, /proc unreadable at accept). */

@@ -20,7 +20,6 @@
  * salloc's interactive step has SLURM_STEP_ID=4294967290; a salloc shell
  * without it has neither.  Open MPI 4.1 sets PMIX_NAMESPACE to its jobid.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -28,7 +28,6 @@
 #include "net/net_i.h"
 #include "net/run_i.h"
 
-
 static int wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {

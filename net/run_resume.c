@@ -29,7 +29,6 @@
 #include "log/clock.h"
 #include "net/run_i.h"
 
-
 void run_resume_queue_full(struct run_link *l)
 {
 	if (l->uq_bytes >= l->o->replay_max)
