@@ -267,6 +267,48 @@ static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 	return w;
 }
 
+/* Move up to @n bytes from the pipe @fd to the end of the rank file and
+ * read them back into @buf (the page cache has them): what splice() moved
+ * left the pipe, nothing else did. */
+static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n)
+{
+	struct spool_file *f = h;
+	off_t at;
+	ssize_t w;
+	size_t got = 0;
+
+	if (f->mv)
+		return -ENOTSUP;
+	if (!f->spliced) { /* splice() refuses O_APPEND: the position, at the end */
+		int fl = fcntl(f->fd, F_GETFL);
+
+		if (fl < 0 || lseek(f->fd, 0, SEEK_END) < 0 ||
+		    fcntl(f->fd, F_SETFL, fl & ~O_APPEND) != 0)
+			return -ENOTSUP;
+		f->spliced = true;
+	}
+	at = lseek(f->fd, 0, SEEK_CUR);
+	if (at < 0)
+		return -errno;
+	do
+		w = splice(fd, NULL, f->fd, NULL, n, SPLICE_F_NONBLOCK);
+	while (w < 0 && errno == EINTR);
+	if (w <= 0)
+		return w == 0 ? 0 : -errno;
+	drop_behind(f, (size_t)w);
+	while (got < (size_t)w) {
+		ssize_t r = pread(f->fd, (char *)buf + got, (size_t)w - got,
+				  at + (off_t)got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		got += (size_t)r;
+	}
+	return w;
+}
+
 static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
 {
 	struct spool_file *f = h;
@@ -359,6 +401,7 @@ static const struct router_store_ops spool_ops = {
 	.drop = spool_drop,
 	.held_from = spool_held_from,
 	.append_ref = spool_append_ref,
+	.splice_in = spool_splice_in,
 };
 
 const struct router_store_ops *spool_store_ops(void)

@@ -52,6 +52,7 @@ struct spool_file {
 	uint64_t evicted; /* a rank file: a cap evicted [0, evicted) */
 	uint64_t seen;	  /* epoch of the walk that saw it still held */
 	struct spool_mview *mv; /* a merged view's index, NULL: plain file */
+	bool spliced; /* O_APPEND cleared for splice_in (position at its end) */
 };
 
 /* "DIR/NAME: WHAT" at LOG_ERR */

@@ -169,6 +169,41 @@ int conn_deliver_piped(struct conn *c, uint32_t idx, uint32_t channel,
 	return deliver_entry(c, idx, channel, e, e->bytes, len, complete);
 }
 
+int conn_deliver_spliced(struct conn *c, uint32_t idx, uint32_t channel,
+			 struct dq_entry *e, size_t cap, int fd, size_t *taken)
+{
+	struct crank *cr = &c->ranks[idx];
+	router_proc_t proc;
+	int rc;
+
+	e->old = true; /* the forwarder never sent these: not ACKed */
+	e->payload = e->bytes;
+	e->rank_idx = idx;
+	e->dirs = c->dirs;
+	router_proc_set(&proc, c->nspace, cr->rank);
+	rc = router_deliver_pipe(c->srv->router, &proc, channel, fd, e->bytes,
+				 cap, &e->dirs, deliver_cb, e, taken);
+	if (rc == ROUTER_AGAIN || rc == ROUTER_ERR_PIPE ||
+	    rc == ROUTER_ERR_NOT_SUPPORTED)
+		return rc;
+	if (rc != ROUTER_SUCCESS) {
+		free(e);
+		return conn_fail(c, PROTO_REFUSED_ROUTER,
+				 "router refused DATA of rank %u: %s",
+				 cr->rank, router_strerror(rc));
+	}
+	if (!*taken) { /* the store is full: they stay in the pipe */
+		free(e);
+		return 0;
+	}
+	e->len = *taken;
+	conn_dq_push(c, e);
+	int ci = proto_channel_index(channel);
+	if (ci >= 0)
+		cr->held[ci] += *taken;
+	return 0;
+}
+
 int conn_dq_exit(struct conn *c, uint32_t idx, int status)
 {
 	struct dq_entry *e = calloc(1, sizeof(*e));

@@ -39,6 +39,7 @@ struct conn_pipe {
 	int fd;		  /* read end, -1 at end of file */
 	struct event *ev;
 	bool armed;
+	bool plain; /* its stream takes no bytes from a pipe: read() it */
 };
 
 struct crank_pipes {
@@ -206,6 +207,47 @@ static void pipe_eof(struct conn_pipe *p)
 	}
 }
 
+/* One read of @p into @e (owned from here): the store takes the bytes out
+ * of the pipe (exact after a kill -9), else read() as they are.  Returns
+ * the bytes delivered, 0 when the pipe is empty (or the store full),
+ * -EPIPE at its end, -1 when the connection failed. */
+static ssize_t pipe_read_one(struct conn *c, struct conn_pipe *p,
+			     uint32_t idx, struct dq_entry *e)
+{
+	ssize_t n;
+
+	if (!p->plain) {
+		size_t taken = 0;
+		int rc = conn_deliver_spliced(c, idx, p->channel, e,
+					      PIPE_READ_CHUNK, p->fd, &taken);
+
+		if (rc == ROUTER_SUCCESS)
+			return (ssize_t)taken; /* e delivered, or freed */
+		if (rc < 0)
+			return -1;
+		if (rc != ROUTER_ERR_NOT_SUPPORTED) {
+			free(e);
+			return rc == ROUTER_AGAIN ? 0 : -EPIPE;
+		}
+		p->plain = true; /* its stream has no store to splice into */
+	}
+	n = read(p->fd, e->bytes, PIPE_READ_CHUNK);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		free(e);
+		return 0;
+	}
+	if (n <= 0) {
+		free(e);
+		return -EPIPE;
+	}
+	struct dq_entry *shrunk = realloc(e, sizeof(*e) + (size_t)n);
+	if (shrunk)
+		e = shrunk;
+	return conn_deliver_piped(c, idx, p->channel, e, (size_t)n, false) < 0
+		       ? -1
+		       : n;
+}
+
 static void pipe_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn_pipe *p = arg;
@@ -216,26 +258,17 @@ static void pipe_read_cb(evutil_socket_t fd, short what, void *arg)
 	for (int i = 0; i < PIPE_READ_BURST && p->armed; i++) {
 		/* read straight into the delivery entry: no copy */
 		struct dq_entry *e = malloc(sizeof(*e) + PIPE_READ_CHUNK);
+		ssize_t n;
+
 		if (!e) {
 			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 			return;
 		}
 		memset(e, 0, sizeof(*e));
-		ssize_t n = read(p->fd, e->bytes, PIPE_READ_CHUNK);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			free(e);
-			return;
-		}
-		if (n <= 0) {
-			free(e);
+		n = pipe_read_one(c, p, idx, e);
+		if (n == -EPIPE)
 			pipe_eof(p);
-			return;
-		}
-		struct dq_entry *shrunk = realloc(e, sizeof(*e) + (size_t)n);
-		if (shrunk)
-			e = shrunk;
-		if (conn_deliver_piped(c, idx, p->channel, e, (size_t)n,
-				       false) < 0)
+		if (n <= 0)
 			return;
 		rank_update(cr); /* the FIFO may have passed its bound */
 		if ((size_t)n < PIPE_READ_CHUNK)

@@ -345,6 +345,15 @@ void conn_dq_release(struct conn *c);
 /* Should @c's WELCOME accept the hand-over its HELLO offered? */
 bool conn_pipe_offer(struct conn *c);
 /* Descriptors that came with the socket's bytes (framer_ops.fds). */
+/* The hand-over's exact read (conn_dq.c): up to @cap bytes of the pipe
+ * @fd into @e->bytes, taken out of the pipe by the rank's store
+ * (router_deliver_pipe()).  0 (ROUTER_SUCCESS): *@taken bytes delivered,
+ * @e owned by the FIFO, or none (the store is full), @e freed;
+ * ROUTER_AGAIN (empty), ROUTER_ERR_PIPE (at its end) or
+ * ROUTER_ERR_NOT_SUPPORTED (read it yourself): nothing done, @e still the
+ * caller's; < 0: the connection failed, @e freed. */
+int conn_deliver_spliced(struct conn *c, uint32_t idx, uint32_t channel,
+			 struct dq_entry *e, size_t cap, int fd, size_t *taken);
 void conn_pipe_fds(void *ctx, const int *fds, int n);
 /* RANK_START on a hand-over connection: take the next three descriptors
  * and start reading.  0, or a negative errno after conn_fail(). */

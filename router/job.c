@@ -564,19 +564,18 @@ void job_shutdown(router_job_t *job)
 
 /* ---- deliver ------------------------------------------------------------ */
 
-int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
-		const void *bytes, size_t len, const router_directives_t *d)
+/* @len bytes of @rank's channel @ci (index of @channel) into its stream,
+ * the subscribers and the merged views. */
+static int deliver_to(router_t *r, const router_proc_t *source,
+		      uint32_t channel, router_rank_t *rank, int ci,
+		      const void *bytes, size_t len,
+		      const router_directives_t *d)
 {
 	router_directives_t eff;
-	router_rank_t *rank;
 	struct rank_chan *c;
 	uint64_t now = router_now(r);
-	int ci, rc;
+	int rc;
 
-	(void)job_channel_index(channel, &ci);
-	rc = job_rank_get(r, source, NULL, NULL, NULL, false, &rank);
-	if (rc)
-		return rc;
 	eff = rank->job->dirs;
 	eff.value &= eff.set;
 	if (d) {
@@ -605,6 +604,47 @@ int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 	if (router_dir_on(d, ROUTER_DIR_COMPLETE))
 		rank_chan_complete(rank, ci);
 	return 0;
+}
+
+int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
+		const void *bytes, size_t len, const router_directives_t *d)
+{
+	router_rank_t *rank;
+	int ci, rc;
+
+	(void)job_channel_index(channel, &ci);
+	rc = job_rank_get(r, source, NULL, NULL, NULL, false, &rank);
+	if (rc)
+		return rc;
+	return deliver_to(r, source, channel, rank, ci, bytes, len, d);
+}
+
+int job_deliver_pipe(router_t *r, const router_proc_t *source,
+		     uint32_t channel, int fd, void *buf, size_t cap,
+		     const router_directives_t *d, size_t *taken)
+{
+	router_rank_t *rank;
+	ssize_t w;
+	int ci, rc;
+
+	*taken = 0;
+	(void)job_channel_index(channel, &ci);
+	rc = job_rank_get(r, source, NULL, NULL, NULL, false, &rank);
+	if (rc)
+		return rc;
+	if (router_dir_on(d, ROUTER_DIR_COMPLETE))
+		return ROUTER_ERR_BAD_PARAM; /* bytes only: EOF is a deliver */
+	w = stream_splice(&rank->ch[ci].s, fd, buf, cap);
+	if (w == -EAGAIN)
+		return ROUTER_AGAIN;
+	if (w == -EPIPE)
+		return ROUTER_ERR_PIPE;
+	if (w < 0)
+		return ROUTER_ERR_NOT_SUPPORTED;
+	if (w == 0)
+		return 0; /* the store is full: the bytes stay in the pipe */
+	*taken = (size_t)w;
+	return deliver_to(r, source, channel, rank, ci, buf, (size_t)w, d);
 }
 
 /* ---- readers, attributes (stats: router/stats.c) ------------------------ */

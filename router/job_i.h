@@ -130,6 +130,11 @@ int job_rank_get(router_t *r, const router_proc_t *proc,
 		 const struct router_rank_info *info,
 		 const struct router_source_ops *ops, void *ctx,
 		 bool must_be_new, router_rank_t **out);
+/* job_deliver() of what the rank's store takes from the pipe @fd first
+ * (router_deliver_pipe(), its replies). */
+int job_deliver_pipe(router_t *r, const router_proc_t *source,
+		     uint32_t channel, int fd, void *buf, size_t cap,
+		     const router_directives_t *d, size_t *taken);
 /* The deliver work itself, on the loop thread. */
 int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 		const void *bytes, size_t len, const router_directives_t *d);

@@ -73,6 +73,8 @@ const char *router_strerror(int status)
 		return "stdin write pending in the sink";
 	case ROUTER_ERR_OWNER:
 		return "the job belongs to another user";
+	case ROUTER_ERR_NOT_SUPPORTED:
+		return "not supported for this stream";
 	default:
 		break;
 	}

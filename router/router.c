@@ -564,6 +564,36 @@ int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 	return ROUTER_SUCCESS;
 }
 
+int router_deliver_pipe(router_t *r, const router_proc_t *source,
+			uint32_t channel, int fd, void *buf, size_t cap,
+			const router_directives_t *dirs,
+			router_op_cb_t cbfunc, void *cbdata, size_t *taken)
+{
+	struct done *d;
+	int rc;
+
+	*taken = 0;
+	if (!r)
+		return ROUTER_ERR_INIT;
+	rc = deliver_check(source, channel, buf, cap);
+	if (rc)
+		return rc;
+	if (!cbfunc || fd < 0 || !cap || !on_loop_thread(r))
+		return ROUTER_ERR_BAD_PARAM;
+	if (r->shut)
+		return ROUTER_ERR_NOT_AVAILABLE;
+	d = router_done_new(cbfunc, cbdata);
+	if (!d)
+		return -ENOMEM;
+	rc = job_deliver_pipe(r, source, channel, fd, buf, cap, dirs, taken);
+	if (rc || !*taken) {
+		free(d);
+		return rc;
+	}
+	router_done_post(r, d, ROUTER_SUCCESS);
+	return ROUTER_SUCCESS;
+}
+
 /* ---- life cycle --------------------------------------------------------- */
 
 int router_new(struct event_base *base, const struct router_config *cfg,

@@ -66,6 +66,7 @@ enum {
 	ROUTER_ERR_BUSY = 11,           /* job still running (remove) */
 	ROUTER_STDIN_PENDING = 12,      /* stdin_write: completes later */
 	ROUTER_ERR_OWNER = 13,          /* the job belongs to another user */
+	ROUTER_ERR_NOT_SUPPORTED = 14,  /* not for this stream (deliver_pipe) */
 };
 
 /* Human-readable name for any code above or any -errno. Never NULL. */
@@ -183,6 +184,14 @@ struct router_store_ops {
 	 * own store, instead of a second copy of them.  All of it or nothing:
 	 * ref->size, or -errno (-ENOSPC, -EDQUOT retried as for append). */
 	ssize_t (*append_ref)(void *h, const struct router_store_ref *ref);
+	/* Optional, rank streams only: move up to @n bytes from the pipe @fd
+	 * to the end of the store (splice(2)) and copy them into @buf: a byte
+	 * is then either in the store or still in the pipe, never both and
+	 * never neither.  Bytes moved (> 0), 0 at the pipe's end, -EAGAIN
+	 * when it is empty, -ENOSPC/-EDQUOT as for append and -ENOTSUP when
+	 * this store cannot take bytes from a pipe (nothing moved either
+	 * way), other -errno. */
+	ssize_t (*splice_in)(void *h, int fd, void *buf, size_t n);
 };
 
 /*
@@ -398,6 +407,33 @@ int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
                    const void *bytes, size_t len,
                    const router_directives_t *dirs, router_op_cb_t cbfunc,
                    void *cbdata);
+
+/*
+ * Deliver up to @cap bytes from the pipe @fd of @source's @channel: the
+ * rank's store takes them out of the pipe itself (store op splice_in) and
+ * copies them into @buf, then they are delivered as router_deliver() would.
+ * Whatever kills the daemon, each byte is either in the store or still in
+ * the pipe (the pipe hand-over's exact resume, docs/design.md "Pipe
+ * hand-over").  Loop thread, non-blocking form only (@cbfunc required).
+ *
+ * Valid replies:
+ *   ROUTER_SUCCESS, *@taken > 0: that many bytes left the pipe, are in the
+ *     store and in @buf, and were delivered; @cbfunc fires as for
+ *     router_deliver() (keep @buf until then).
+ *   ROUTER_SUCCESS, *@taken == 0: nothing moved, the store is full (the
+ *     stream's XOFF latch holds, the retry timer runs); no callback.
+ *   ROUTER_AGAIN: the pipe is empty.  ROUTER_ERR_PIPE: it is at its end
+ *     (no writer left); deliver the COMPLETE with router_deliver().
+ *   ROUTER_ERR_NOT_SUPPORTED: nothing done; this stream cannot take bytes
+ *     from a pipe (no store, the store gave up, no splice_in, a complete
+ *     stream, a filesystem without splice): read the pipe and use
+ *     router_deliver().
+ *   The other returns of router_deliver(), nothing done.
+ */
+int router_deliver_pipe(router_t *r, const router_proc_t *source,
+                        uint32_t channel, int fd, void *buf, size_t cap,
+                        const router_directives_t *dirs,
+                        router_op_cb_t cbfunc, void *cbdata, size_t *taken);
 
 /* ------------------------------------------------------------------------ */
 /* Jobs and ranks: lookup, iteration, stats                                 */

@@ -163,28 +163,36 @@ static void store_wait(struct stream *s, int err)
 	store_timer_arm(s->r);
 }
 
+/* The stream's store, opened on first use: false if it cannot be. */
+static bool store_open(struct stream *s)
+{
+	void *jh;
+	int rc;
+
+	if (s->store)
+		return true;
+	jh = job_store(s->job);
+	rc = jh && s->stored == 0 && s->start == 0
+		 ? s->r->store->open(jh, s->rank, s->channel, &s->store)
+		 : -EIO;
+	if (rc < 0) {
+		s->store = NULL;
+		if (jh)
+			store_give_up(s, -rc, "open");
+		else
+			s->store_failed = true; /* logged by the job */
+		return false;
+	}
+	return true;
+}
+
 /* Write [stored, end) from the ring to the store (opened on first use). */
 static void store_sync(struct stream *s)
 {
 	const struct router_store_ops *ops = s->r->store;
 
-	if (!store_live(s) || s->stored >= s->end)
+	if (!store_live(s) || s->stored >= s->end || !store_open(s))
 		return;
-	if (!s->store) {
-		void *jh = job_store(s->job);
-		int rc = jh && s->stored == 0 && s->start == 0
-			     ? ops->open(jh, s->rank, s->channel, &s->store)
-			     : -EIO;
-
-		if (rc < 0) {
-			s->store = NULL;
-			if (jh)
-				store_give_up(s, -rc, "open");
-			else
-				s->store_failed = true; /* logged by the job */
-			return;
-		}
-	}
 	while (s->stored < s->end) {
 		struct iovec iov[2];
 		ssize_t w;
@@ -227,6 +235,42 @@ int stream_adopt(struct stream *s, void *h, uint64_t size)
 	s->dropped = s->store_start; /* an earlier life's caps */
 	store_account(s, (int64_t)(size - s->store_start));
 	return 0;
+}
+
+ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
+{
+	const struct router_store_ops *ops = s->r->store;
+	ssize_t w;
+
+	if (!store_live(s) || !ops->splice_in ||
+	    s->rank == ROUTER_RANK_WILDCARD || s->complete)
+		return -ENOTSUP;
+	store_sync(s); /* nothing may wait ahead of these bytes */
+	if (s->store_full)
+		return 0;
+	if (!store_live(s) || s->stored < s->end || !store_open(s))
+		return -ENOTSUP;
+	for (;;) {
+		w = ops->splice_in(s->store, fd, buf, n);
+		if (w == -ENOSPC || w == -EDQUOT) {
+			if (store_make_room(s->r, s->job))
+				continue; /* an old job's space: again */
+			store_wait(s, (int)-w);
+			return 0;
+		}
+		if (w == -ENOTSUP || w == -EINVAL)
+			return -ENOTSUP; /* not from a pipe: append as usual */
+		if (w == -EAGAIN)
+			return -EAGAIN;
+		if (w == 0)
+			return -EPIPE;
+		if (w < 0) {
+			store_give_up(s, (int)-w, "write");
+			return -ENOTSUP; /* the caller reads the pipe itself */
+		}
+		s->spliced = (uint64_t)w; /* counted by the append that follows */
+		return w;
+	}
 }
 
 void stream_store_retry(router_t *r)
@@ -459,10 +503,11 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 {
 	router_t *r = s->r;
 	const uint8_t *src = p;
-	uint64_t limit, target, new_end;
+	uint64_t limit, target, new_end, spliced = s->spliced;
 	size_t need;
 	bool over = false;
 
+	s->spliced = 0; /* in the store whatever happens here */
 	if (n == 0)
 		return 0;
 	limit = retain_limit(s);
@@ -512,6 +557,11 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 		memcpy(s->buf + idx, src, first);
 		memcpy(s->buf, src + first, n - first);
 		s->end += n;
+	}
+	if (spliced) { /* stream_splice() stored these already */
+		s->stored += spliced;
+		store_account(s, (int64_t)spliced);
+		store_caps(s);
 	}
 	if (s->rank == ROUTER_RANK_WILDCARD && store_live(s) && !s->store_full &&
 	    s->end - s->stored < STORE_BATCH) {

@@ -92,6 +92,7 @@ struct stream {
 	void *store;	   /* NULL until the first byte, or without storage */
 	uint64_t stored;   /* bytes appended to the store: [0, stored) */
 	uint64_t store_start; /* a cap evicted [0, store_start) from it */
+	uint64_t spliced;  /* stored by stream_splice(), not appended yet */
 	bool store_failed; /* given up: no more appends to it */
 	bool store_full;   /* on r->store_wait: retried by the timer */
 	bool store_warned; /* "holding its producer back" logged */
@@ -110,6 +111,13 @@ void stream_destroy(struct stream *s);
 /* Append; discards per the retention rule, notifies readers, may assert
  * the lag latch.  0 or -ENOMEM (nothing appended). */
 int stream_append(struct stream *s, const void *p, size_t n, uint64_t now);
+/* Store up to @n bytes straight from the pipe @fd (the store's splice_in,
+ * which copies them into @buf) before they are appended: stream_append()
+ * of exactly them must follow, and counts them stored.  The bytes moved;
+ * 0 when the store is full (the XOFF latch and the retry timer as for any
+ * append); -EAGAIN: the pipe is empty; -EPIPE: at its end; -ENOTSUP: this
+ * stream cannot (nothing moved). */
+ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n);
 /* EOF: notifies readers, releases held latches.  Idempotent. */
 void stream_complete(struct stream *s);
 /* Re-evaluate the latches (after a cursor moved or a reader left). */

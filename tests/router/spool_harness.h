@@ -154,6 +154,24 @@ static inline ssize_t fk_append(void *h, const struct iovec *iov, int cnt)
 	f->len += n;
 	return (ssize_t)n;
 }
+/* splice_in of the fake: read() consumes exactly what it copies, as
+ * splice() moves exactly what it stores. */
+static inline ssize_t fk_splice_in(void *h, int fd, void *buf, size_t n)
+{
+	struct fake *f = h;
+	ssize_t r;
+
+	if (f->len >= f->fail_after)
+		return f->err;
+	if (n > f->fail_after - f->len)
+		n = f->fail_after - f->len;
+	r = read(fd, f->data + f->len, n);
+	if (r < 0)
+		return -errno;
+	memcpy(buf, f->data + f->len, (size_t)r);
+	f->len += (size_t)r;
+	return r;
+}
 static inline ssize_t fk_read_at(void *h, uint64_t off, void *buf, size_t n)
 {
 	struct fake *f = h;
@@ -184,6 +202,15 @@ static const struct router_store_ops fk_drop_ops __attribute__((unused)) = {
     .read_at = fk_read_at,
     .close = fk_close,
     .drop = fk_drop,
+};
+static const struct router_store_ops fk_pipe_ops __attribute__((unused)) = {
+    .job_open = fk_job_open,
+    .job_close = fk_job_close,
+    .open = fk_open,
+    .append = fk_append,
+    .read_at = fk_read_at,
+    .close = fk_close,
+    .splice_in = fk_splice_in,
 };
 static const struct router_store_ops fk_ops __attribute__((unused)) = {
     .job_open = fk_job_open,

@@ -5,6 +5,7 @@
  * one holds its producer, and the spool's files are laid out, protected
  * and removed as documented.  The caps: test-spool-caps.c. */
 #include <linux/magic.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
 
@@ -214,6 +215,146 @@ static void full_store_holds_then_resumes(void **state)
 	rm_tree(s->dir, 1);
 	free(s);
 	free(out);
+}
+
+/* router_deliver_pipe() of rank 0's stdout from the pipe @fd into @buf:
+ * its status, *@taken bytes. */
+static int pipe_put(struct sp *s, int fd, char *buf, size_t cap,
+		    size_t *taken, int *cnt)
+{
+	router_proc_t p;
+
+	assert_int_equal(router_proc_set(&p, "pd", 0), 0);
+	return router_deliver_pipe(s->h->r, &p, ROUTER_CH_STDOUT, fd, buf, cap,
+				   NULL, h_cb_count, cnt, taken);
+}
+
+/* The pipe hand-over's exact read (router_deliver_pipe) over the real
+ * spool: 300 KB through a pipe, 64 KiB at a time; each byte leaves the
+ * pipe as the rank file gets it, the ring and a late reader (rank and
+ * merged view) get the same bytes, the pipe's end is ROUTER_ERR_PIPE and
+ * an empty pipe ROUTER_AGAIN, each with nothing done. */
+static void pipe_deliver_is_exact(void **state)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	size_t n = 300000, sent = 0, got = 0, taken;
+	char *in = malloc(n), *out = malloc(2 * n), buf[65536];
+	int fd[2], cnt[2] = {0, 0}, calls = 0;
+	router_reader_t *rd;
+	router_job_t *job;
+	uint64_t off = 0;
+	char path[128];
+	struct stat sb;
+
+	(void)state;
+	fill(in, n, 5);
+	for (size_t i = 0; i < n; i++) /* text lines for the merged view */
+		in[i] = i % 100 == 99 ? '\n' : 'a' + (char)(in[i] % 26);
+	assert_int_equal(pipe2(fd, O_NONBLOCK), 0);
+	h_reg(s->h, "pd", 0, 1);
+	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
+			 ROUTER_AGAIN);
+	assert_int_equal(taken, 0);
+	while (got < n) {
+		ssize_t w = sent < n ? write(fd[1], in + sent, n - sent) : 0;
+
+		if (w > 0)
+			sent += (size_t)w;
+		int rc = pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt);
+		assert_int_equal(rc, ROUTER_SUCCESS);
+		assert_true(taken > 0);
+		assert_memory_equal(buf, in + got, taken);
+		got += taken;
+		calls++;
+		/* what is left in the pipe is exactly what was not taken */
+		int q = -1;
+		assert_int_equal(ioctl(fd[0], FIONREAD, &q), 0);
+		assert_int_equal((size_t)q, sent - got);
+		h_loop(s->h); /* the callbacks: @buf may be reused */
+	}
+	assert_int_equal(cnt[0], calls);
+	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
+			 ROUTER_AGAIN);
+	close(fd[1]);
+	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
+			 ROUTER_ERR_PIPE);
+	close(fd[0]);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	snprintf(path, sizeof(path), "%s/0/0.stdout", s->dir);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, n);
+	job = router_job_lookup(s->h->r, "pd");
+	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
+					    NULL, &rd),
+			 0);
+	assert_int_equal(h_drain(rd, &off, out, 2 * n), n);
+	assert_memory_equal(out, in, n);
+	router_reader_close(rd);
+	assert_int_equal(router_reader_open(job, ROUTER_RANK_WILDCARD,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	off = 0;
+	assert_int_equal(h_drain(rd, &off, out, 2 * n),
+			 n + (n / 100) * strlen("[pd,0]<stdout>: "));
+	router_reader_close(rd);
+	free(in);
+	free(out);
+	sp_free(s);
+}
+
+/* A full store takes what fits and leaves the rest in the pipe (held back,
+ * then resumed by the retry with nothing lost or doubled); a store without
+ * splice_in, or without storage at all, is ROUTER_ERR_NOT_SUPPORTED with
+ * the pipe untouched. */
+static void pipe_deliver_full_and_unsupported(void **state)
+{
+	struct fake fk = {.fail_after = 2500, .err = -ENOSPC};
+	struct sp *s = sp_new(&fk_pipe_ops, &fk);
+	char buf[8192], in[6000];
+	int fd[2], cnt[2] = {0, 0};
+	size_t taken;
+
+	(void)state;
+	fill(in, sizeof(in), 9);
+	assert_int_equal(pipe2(fd, O_NONBLOCK), 0);
+	assert_int_equal(write(fd[1], in, sizeof(in)), sizeof(in));
+	h_reg(s->h, "pd", 0, 1);
+	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
+			 ROUTER_SUCCESS);
+	assert_int_equal(taken, 2500); /* what fits */
+	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
+			 ROUTER_SUCCESS);
+	assert_int_equal(taken, 0); /* full: held, the rest in the pipe */
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	fk.fail_after = sizeof(fk.data); /* space returns */
+	router_run_timers(s->h->r);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
+			 ROUTER_SUCCESS);
+	assert_int_equal(taken, 3500);
+	assert_int_equal(fk.len, sizeof(in));
+	assert_memory_equal(fk.data, in, sizeof(in));
+	h_loop(s->h);
+	assert_int_equal(cnt[0], 2); /* one callback per delivery, none for 0 */
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	h_free(s->h);
+	rm_tree(s->dir, 1);
+	free(s);
+
+	/* no splice_in: the pipe is the caller's to read */
+	struct fake fk2 = {.fail_after = sizeof(fk2.data), .err = -ENOSPC};
+	s = sp_new(&fk_ops, &fk2);
+	h_reg(s->h, "pd", 0, 1);
+	assert_int_equal(write(fd[1], in, 100), 100);
+	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
+			 ROUTER_ERR_NOT_SUPPORTED);
+	assert_int_equal(read(fd[0], buf, sizeof(buf)), 100);
+	h_free(s->h);
+	rm_tree(s->dir, 1);
+	free(s);
+	close(fd[0]);
+	close(fd[1]);
 }
 
 /* Two streams full at once (the rank's and the merged view): a retry
@@ -489,6 +630,8 @@ int main(void)
 	    cmocka_unit_test(backpressure_stays_exact),
 	    cmocka_unit_test(failing_store_falls_back),
 	    cmocka_unit_test(full_store_holds_then_resumes),
+	    cmocka_unit_test(pipe_deliver_is_exact),
+	    cmocka_unit_test(pipe_deliver_full_and_unsupported),
 	    cmocka_unit_test(two_full_streams_retry),
 	    cmocka_unit_test(spool_layout),
 	    cmocka_unit_test(restart_restores_jobs),
