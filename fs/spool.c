@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -120,24 +121,95 @@ static void spool_job_state(void *jh, const char *text, size_t len)
 	}
 }
 
+/* Close @f's descriptor and take it off the LRU (idempotent). */
+static void file_unlist(struct spool_file *f)
+{
+	spool_t *sp = f->j->sp;
+
+	if (!f->listed)
+		return;
+	TAILQ_REMOVE(&sp->lru, f, lru);
+	f->listed = false;
+	sp->nopen--;
+}
+
+/* @f just used (its descriptor open): first on the LRU; close the least
+ * recently used beyond the bound. */
+static void file_used(struct spool_file *f)
+{
+	spool_t *sp = f->j->sp;
+	struct spool_file *old;
+
+	if (f->listed) {
+		TAILQ_REMOVE(&sp->lru, f, lru);
+	} else {
+		f->listed = true;
+		sp->nopen++;
+	}
+	TAILQ_INSERT_HEAD(&sp->lru, f, lru);
+	if (!sp->max_open) {
+		struct rlimit rl;
+
+		sp->max_open = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+				       rl.rlim_cur != RLIM_INFINITY
+				   ? (size_t)rl.rlim_cur / 4
+				   : 4096;
+		if (sp->max_open < SPOOL_MIN_OPEN)
+			sp->max_open = SPOOL_MIN_OPEN;
+	}
+	while (sp->nopen > sp->max_open && (old = TAILQ_LAST(&sp->lru, spool_lru)) &&
+	       old != f) {
+		file_unlist(old);
+		close(old->fd); /* the flusher works on its own dups */
+		old->fd = -1;
+		old->spliced = false; /* reopened with O_APPEND, at 0 */
+	}
+}
+
+static int file_reopen(struct spool_file *f, bool truncate)
+{
+	struct spool_job *j = f->j;
+	char why[256] = "";
+
+	f->fd = safe_file_open(j->dirfd, f->name, O_RDWR, 0600, truncate,
+			       geteuid(), getegid(), why, sizeof(why));
+	if (f->fd < 0) {
+		if (why[0])
+			spool_log(j->sp, j->name, why);
+		return f->fd;
+	}
+	file_used(f);
+	return f->fd;
+}
+
+int spool_file_fd(struct spool_file *f)
+{
+	if (f->fd >= 0) {
+		if (f->listed)
+			file_used(f);
+		return f->fd;
+	}
+	return file_reopen(f, false);
+}
+
+void spool_file_pin(struct spool_file *f)
+{
+	file_unlist(f);
+}
+
 int spool_file_open(struct spool_job *j, const char *name, bool truncate,
 		    struct spool_file **out)
 {
 	struct spool_file *f = calloc(1, sizeof(*f));
-	char why[256] = "";
+	int rc;
 
 	if (!f)
 		return -ENOMEM;
 	f->j = j;
 	f->rank = SPOOL_NO_RANK;
 	snprintf(f->name, sizeof(f->name), "%s", name);
-	f->fd = safe_file_open(j->dirfd, f->name, O_RDWR, 0600, truncate,
-			       geteuid(), getegid(), why, sizeof(why));
-	if (f->fd < 0) {
-		int rc = f->fd;
-
-		if (why[0])
-			spool_log(j->sp, j->name, why);
+	rc = file_reopen(f, truncate);
+	if (rc < 0) {
 		free(f);
 		return rc;
 	}
@@ -232,7 +304,7 @@ static int spool_open(void *jh, uint32_t rank, uint32_t channel, void **h)
 /* @w more bytes appended to the rank file @f: hand what lies
  * SPOOL_FLUSH_LAG behind its end to the flusher, a chunk at a time
  * (fs/spool_flush.h). */
-static void drop_behind(struct spool_file *f, size_t w)
+static void drop_behind(struct spool_file *f, int fd, size_t w)
 {
 	spool_flusher_t *fl = f->j->sp->fl;
 
@@ -240,7 +312,7 @@ static void drop_behind(struct spool_file *f, size_t w)
 		return;
 	f->end += w;
 	while (f->end >= f->flushed + SPOOL_FLUSH_CHUNK + SPOOL_FLUSH_LAG) {
-		spool_flusher_queue(fl, f->fd, f->flushed, SPOOL_FLUSH_CHUNK);
+		spool_flusher_queue(fl, fd, f->flushed, SPOOL_FLUSH_CHUNK);
 		f->flushed += SPOOL_FLUSH_CHUNK;
 	}
 }
@@ -255,15 +327,19 @@ static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 {
 	struct spool_file *f = h;
 	ssize_t w;
+	int fd;
 
 	if (f->mv)
 		return spool_mview_append(f, iov, iovcnt);
+	fd = spool_file_fd(f);
+	if (fd < 0)
+		return fd;
 	do
-		w = writev(f->fd, iov, iovcnt);
+		w = writev(fd, iov, iovcnt);
 	while (w < 0 && errno == EINTR);
 	if (w < 0)
 		return -errno;
-	drop_behind(f, (size_t)w);
+	drop_behind(f, fd, (size_t)w);
 	return w;
 }
 
@@ -276,28 +352,32 @@ static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n)
 	off_t at;
 	ssize_t w;
 	size_t got = 0;
+	int ffd;
 
 	if (f->mv)
 		return -ENOTSUP;
+	ffd = spool_file_fd(f);
+	if (ffd < 0)
+		return ffd;
 	if (!f->spliced) { /* splice() refuses O_APPEND: the position, at the end */
-		int fl = fcntl(f->fd, F_GETFL);
+		int fl = fcntl(ffd, F_GETFL);
 
-		if (fl < 0 || lseek(f->fd, 0, SEEK_END) < 0 ||
-		    fcntl(f->fd, F_SETFL, fl & ~O_APPEND) != 0)
+		if (fl < 0 || lseek(ffd, 0, SEEK_END) < 0 ||
+		    fcntl(ffd, F_SETFL, fl & ~O_APPEND) != 0)
 			return -ENOTSUP;
 		f->spliced = true;
 	}
-	at = lseek(f->fd, 0, SEEK_CUR);
+	at = lseek(ffd, 0, SEEK_CUR);
 	if (at < 0)
 		return -errno;
 	do
-		w = splice(fd, NULL, f->fd, NULL, n, SPLICE_F_NONBLOCK);
+		w = splice(fd, NULL, ffd, NULL, n, SPLICE_F_NONBLOCK);
 	while (w < 0 && errno == EINTR);
 	if (w <= 0)
 		return w == 0 ? 0 : -errno;
-	drop_behind(f, (size_t)w);
+	drop_behind(f, ffd, (size_t)w);
 	while (got < (size_t)w) {
-		ssize_t r = pread(f->fd, (char *)buf + got, (size_t)w - got,
+		ssize_t r = pread(ffd, (char *)buf + got, (size_t)w - got,
 				  at + (off_t)got);
 
 		if (r < 0 && errno == EINTR)
@@ -313,11 +393,15 @@ static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
 {
 	struct spool_file *f = h;
 	ssize_t got;
+	int fd;
 
 	if (f->mv)
 		return spool_mview_read(f, off, buf, n);
+	fd = spool_file_fd(f);
+	if (fd < 0)
+		return fd;
 	do
-		got = pread(f->fd, buf, n, (off_t)off);
+		got = pread(fd, buf, n, (off_t)off);
 	while (got < 0 && errno == EINTR);
 	return got < 0 ? -errno : got;
 }
@@ -338,7 +422,8 @@ static void spool_drop(void *h, uint64_t to)
 	to &= ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
 	if (to <= f->punched || sp->no_punch)
 		return;
-	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	if (spool_file_fd(f) < 0 ||
+	    fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)f->punched, (off_t)(to - f->punched)) != 0) {
 		if (errno == EOPNOTSUPP || errno == ENOSYS)
 			sp->no_punch = true;
@@ -362,6 +447,8 @@ static uint64_t spool_held_from(void *h)
 
 	if (f->mv)
 		return spool_mview_held_from(f);
+	if (spool_file_fd(f) < 0)
+		return f->evicted;
 	at = lseek(f->fd, 0, SEEK_DATA);
 	if (at < 0)
 		at = errno == ENXIO ? lseek(f->fd, 0, SEEK_END) : 0;
@@ -384,7 +471,9 @@ void spool_close(void *h, bool discard)
 
 	rank_file_forget(f);
 	spool_mview_close(f, discard);
-	close(f->fd);
+	file_unlist(f);
+	if (f->fd >= 0)
+		close(f->fd);
 	if (discard)
 		unlinkat(f->j->dirfd, f->name, 0);
 	free(f);
@@ -423,6 +512,7 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	}
 	sp->log = log;
 	sp->dirfd = -1;
+	TAILQ_INIT(&sp->lru);
 	rc = spool_flusher_new(&sp->fl);
 	if (rc < 0) /* then the pages stay cached */
 		iofs_logf(log, LOG_WARNING, "spool",

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -21,6 +22,13 @@ struct spool {
 	uint64_t next; /* next job directory number to try */
 	bool no_punch; /* the filesystem cannot punch holes: logged once */
 	spool_flusher_t *fl; /* drop-behind (spool_flush.h); NULL: none */
+	/* Plain files with a descriptor, most recently used first: at most
+	 * max_open (0 until the first open: a quarter of RLIMIT_NOFILE then),
+	 * the least recently used is closed and reopened by name when used
+	 * again (spool_file_fd()).  A daemon keeps every job's history, so a
+	 * descriptor per rank file would grow without bound. */
+	TAILQ_HEAD(spool_lru, spool_file) lru;
+	size_t nopen, max_open;
 };
 
 struct spool_job {
@@ -35,6 +43,7 @@ struct spool_job {
 };
 
 #define SPOOL_NO_RANK UINT32_MAX
+#define SPOOL_MIN_OPEN 64 /* sp->max_open at least */
 
 struct spool_mview;
 
@@ -53,13 +62,22 @@ struct spool_file {
 	uint64_t seen;	  /* epoch of the walk that saw it still held */
 	struct spool_mview *mv; /* a merged view's index, NULL: plain file */
 	bool spliced; /* O_APPEND cleared for splice_in (position at its end) */
+	bool listed;  /* on sp->lru (plain files; a view's stay open) */
+	TAILQ_ENTRY(spool_file) lru;
 };
 
 /* "DIR/NAME: WHAT" at LOG_ERR */
 void spool_log(spool_t *sp, const char *name, const char *what);
-/* Open (creating; emptied if @truncate) @name in the job's directory. */
+/* Open (creating; emptied if @truncate) @name in the job's directory;
+ * its descriptor is one of the spool's least-recently-used ones (a view's
+ * index takes it off: spool_file_pin()). */
 int spool_file_open(struct spool_job *j, const char *name, bool truncate,
 		    struct spool_file **out);
+/* @f's descriptor, reopened if the spool closed it since: >= 0 or
+ * -errno.  Valid until the next spool_file_fd() or spool_file_open(). */
+int spool_file_fd(struct spool_file *f);
+/* @f keeps its descriptor for as long as it is open. */
+void spool_file_pin(struct spool_file *f);
 void spool_close(void *h, bool discard);
 void spool_job_close(void *jh, bool discard);
 /* @f, a plain file of an earlier life, is @size bytes long: its next

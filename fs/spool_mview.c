@@ -161,7 +161,7 @@ static bool rec_sane(struct spool_file *f, const struct mv_rec *r,
 	if (!r->rlen)
 		return true;
 	rf = spool_rank_find(f->j, f->ci, r->rank);
-	return rf && fstat(rf->fd, &st) == 0 &&
+	return rf && spool_file_fd(rf) >= 0 && fstat(rf->fd, &st) == 0 &&
 	       r->roff + r->rlen <= (uint64_t)st.st_size;
 }
 
@@ -204,6 +204,7 @@ int spool_mview_open(struct spool_job *j, int ci, bool create,
 	rc = spool_file_open(j, name, create, &f);
 	if (rc < 0)
 		return rc;
+	spool_file_pin(f); /* its records are read by offset all the time */
 	f->ci = ci;
 	f->mv = calloc(1, sizeof(*f->mv));
 	if (f->mv)
@@ -362,7 +363,8 @@ static const uint8_t *rank_bytes(struct spool_file *f, uint32_t rank,
 		mv->rb_rank = SPOOL_NO_RANK;
 		if (max > MV_RBUF)
 			max = MV_RBUF;
-		if (!rf || pread_full(rf->fd, mv->rbuf, max, off) < 0)
+		if (!rf || spool_file_fd(rf) < 0 ||
+		    pread_full(rf->fd, mv->rbuf, max, off) < 0)
 			return NULL;
 		mv->rb_rank = rank;
 		mv->rb_off = off;

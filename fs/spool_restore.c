@@ -169,7 +169,7 @@ static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
 	if (fstatat(j->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 	    spool_file_open(j, name, false, &f) < 0)
 		return;
-	if (fstat(f->fd, &st) != 0 ||
+	if (spool_file_fd(f) < 0 || fstat(f->fd, &st) != 0 ||
 	    (rank != ROUTER_RANK_WILDCARD &&
 	     spool_rank_file(j, rank, ci, f) < 0)) {
 		spool_close(f, false);
