@@ -203,15 +203,6 @@ static const struct router_store_ops fk_drop_ops __attribute__((unused)) = {
     .close = fk_close,
     .drop = fk_drop,
 };
-static const struct router_store_ops fk_pipe_ops __attribute__((unused)) = {
-    .job_open = fk_job_open,
-    .job_close = fk_job_close,
-    .open = fk_open,
-    .append = fk_append,
-    .read_at = fk_read_at,
-    .close = fk_close,
-    .splice_in = fk_splice_in,
-};
 static const struct router_store_ops fk_ops __attribute__((unused)) = {
     .job_open = fk_job_open,
     .job_close = fk_job_close,
