@@ -184,17 +184,13 @@ int conn_deliver_spliced(struct conn *c, uint32_t idx, uint32_t channel,
 	rc = router_deliver_pipe(c->srv->router, &proc, channel, fd, e->bytes,
 				 cap, &e->dirs, deliver_cb, e, taken);
 	if (rc == ROUTER_AGAIN || rc == ROUTER_ERR_PIPE ||
-	    rc == ROUTER_ERR_NOT_SUPPORTED)
+	    rc == ROUTER_ERR_NOT_SUPPORTED || rc == ROUTER_STORE_FULL)
 		return rc;
 	if (rc != ROUTER_SUCCESS) {
 		free(e);
 		return conn_fail(c, PROTO_REFUSED_ROUTER,
 				 "router refused DATA of rank %u: %s",
 				 cr->rank, router_strerror(rc));
-	}
-	if (!*taken) { /* the store is full: they stay in the pipe */
-		free(e);
-		return 0;
 	}
 	e->len = *taken;
 	conn_dq_push(c, e);

@@ -208,9 +208,11 @@ static void pipe_eof(struct conn_pipe *p)
 }
 
 /* One read of @p into @e (owned from here): the store takes the bytes out
- * of the pipe (exact after a kill -9), else read() as they are.  Returns
- * the bytes delivered, 0 when the pipe is empty (or the store full),
- * -EPIPE at its end, -1 when the connection failed. */
+ * of the pipe (exact after a kill -9), else read() as they are (its
+ * stream has no store to splice into, or the disk is full: then they
+ * wait in the stream for it, as on the socket path).  Returns the bytes
+ * delivered, 0 when the pipe is empty, -EPIPE at its end, -1 when the
+ * connection failed. */
 static ssize_t pipe_read_one(struct conn *c, struct conn_pipe *p,
 			     uint32_t idx, struct dq_entry *e)
 {
@@ -222,14 +224,15 @@ static ssize_t pipe_read_one(struct conn *c, struct conn_pipe *p,
 					      PIPE_READ_CHUNK, p->fd, &taken);
 
 		if (rc == ROUTER_SUCCESS)
-			return (ssize_t)taken; /* e delivered, or freed */
+			return (ssize_t)taken; /* e delivered */
 		if (rc < 0)
 			return -1;
-		if (rc != ROUTER_ERR_NOT_SUPPORTED) {
+		if (rc == ROUTER_AGAIN || rc == ROUTER_ERR_PIPE) {
 			free(e);
 			return rc == ROUTER_AGAIN ? 0 : -EPIPE;
 		}
-		p->plain = true; /* its stream has no store to splice into */
+		if (rc == ROUTER_ERR_NOT_SUPPORTED)
+			p->plain = true; /* no store to splice into, ever */
 	}
 	n = read(p->fd, e->bytes, PIPE_READ_CHUNK);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {

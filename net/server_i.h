@@ -347,11 +347,11 @@ bool conn_pipe_offer(struct conn *c);
 /* Descriptors that came with the socket's bytes (framer_ops.fds). */
 /* The hand-over's exact read (conn_dq.c): up to @cap bytes of the pipe
  * @fd into @e->bytes, taken out of the pipe by the rank's store
- * (router_deliver_pipe()).  0 (ROUTER_SUCCESS): *@taken bytes delivered,
- * @e owned by the FIFO, or none (the store is full), @e freed;
- * ROUTER_AGAIN (empty), ROUTER_ERR_PIPE (at its end) or
- * ROUTER_ERR_NOT_SUPPORTED (read it yourself): nothing done, @e still the
- * caller's; < 0: the connection failed, @e freed. */
+ * (router_deliver_pipe()).  0 (ROUTER_SUCCESS): *@taken > 0 bytes
+ * delivered, @e owned by the FIFO; ROUTER_AGAIN (empty), ROUTER_ERR_PIPE
+ * (at its end), ROUTER_STORE_FULL (read it yourself this time) or
+ * ROUTER_ERR_NOT_SUPPORTED (read it yourself from now on): nothing done,
+ * @e still the caller's; < 0: the connection failed, @e freed. */
 int conn_deliver_spliced(struct conn *c, uint32_t idx, uint32_t channel,
 			 struct dq_entry *e, size_t cap, int fd, size_t *taken);
 void conn_pipe_fds(void *ctx, const int *fds, int n);

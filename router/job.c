@@ -639,10 +639,10 @@ int job_deliver_pipe(router_t *r, const router_proc_t *source,
 		return ROUTER_AGAIN;
 	if (w == -EPIPE)
 		return ROUTER_ERR_PIPE;
-	if (w < 0)
+	if (w == -ENOSPC)
+		return ROUTER_STORE_FULL;
+	if (w <= 0)
 		return ROUTER_ERR_NOT_SUPPORTED;
-	if (w == 0)
-		return 0; /* the store is full: the bytes stay in the pipe */
 	*taken = (size_t)w;
 	return deliver_to(r, source, channel, rank, ci, buf, (size_t)w, d);
 }

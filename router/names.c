@@ -75,6 +75,8 @@ const char *router_strerror(int status)
 		return "the job belongs to another user";
 	case ROUTER_ERR_NOT_SUPPORTED:
 		return "not supported for this stream";
+	case ROUTER_STORE_FULL:
+		return "the store is full";
 	default:
 		break;
 	}

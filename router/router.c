@@ -586,7 +586,7 @@ int router_deliver_pipe(router_t *r, const router_proc_t *source,
 	if (!d)
 		return -ENOMEM;
 	rc = job_deliver_pipe(r, source, channel, fd, buf, cap, dirs, taken);
-	if (rc || !*taken) {
+	if (rc) {
 		free(d);
 		return rc;
 	}

@@ -67,6 +67,7 @@ enum {
 	ROUTER_STDIN_PENDING = 12,      /* stdin_write: completes later */
 	ROUTER_ERR_OWNER = 13,          /* the job belongs to another user */
 	ROUTER_ERR_NOT_SUPPORTED = 14,  /* not for this stream (deliver_pipe) */
+	ROUTER_STORE_FULL = 15,         /* deliver_pipe: the store is full */
 };
 
 /* Human-readable name for any code above or any -errno. Never NULL. */
@@ -420,10 +421,12 @@ int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
  *   ROUTER_SUCCESS, *@taken > 0: that many bytes left the pipe, are in the
  *     store and in @buf, and were delivered; @cbfunc fires as for
  *     router_deliver() (keep @buf until then).
- *   ROUTER_SUCCESS, *@taken == 0: nothing moved, the store is full (the
- *     stream's XOFF latch holds, the retry timer runs); no callback.
  *   ROUTER_AGAIN: the pipe is empty.  ROUTER_ERR_PIPE: it is at its end
  *     (no writer left); deliver the COMPLETE with router_deliver().
+ *   ROUTER_STORE_FULL: nothing done, the store is full (ENOSPC, EDQUOT):
+ *     read the pipe and router_deliver() this time; the bytes wait in the
+ *     stream for the disk like any delivered ones (the XOFF latch, the
+ *     retry timer, one log line), and the next call splices again.
  *   ROUTER_ERR_NOT_SUPPORTED: nothing done; this stream cannot take bytes
  *     from a pipe (no store, the store gave up, no splice_in, a complete
  *     stream, a filesystem without splice): read the pipe and use

@@ -247,7 +247,7 @@ ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
 		return -ENOTSUP;
 	store_sync(s); /* nothing may wait ahead of these bytes */
 	if (s->store_full)
-		return 0;
+		return -ENOSPC;
 	if (!store_live(s) || s->stored < s->end || !store_open(s))
 		return -ENOTSUP;
 	for (;;) {
@@ -255,8 +255,10 @@ ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
 		if (w == -ENOSPC || w == -EDQUOT) {
 			if (store_make_room(s->r, s->job))
 				continue; /* an old job's space: again */
-			store_wait(s, (int)-w);
-			return 0;
+			/* the usual deliver holds them for the disk: its append
+			 * fails the same way and waits (store_wait: latched,
+			 * logged once, retried from the ring) */
+			return -ENOSPC;
 		}
 		if (w == -ENOTSUP || w == -EINVAL)
 			return -ENOTSUP; /* not from a pipe: append as usual */

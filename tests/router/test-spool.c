@@ -303,10 +303,12 @@ static void pipe_deliver_is_exact(void **state)
 	sp_free(s);
 }
 
-/* A full store takes what fits and leaves the rest in the pipe (held back,
- * then resumed by the retry with nothing lost or doubled); a store without
- * splice_in, or without storage at all, is ROUTER_ERR_NOT_SUPPORTED with
- * the pipe untouched. */
+/* A full store takes what fits, then says ROUTER_STORE_FULL with the rest
+ * left in the pipe; read and delivered the usual way, they wait in the
+ * stream for the disk (held back, logged once, no XOFF/XON per retry),
+ * the retry stores them when space returns and the next call splices
+ * again: nothing lost or doubled.  A store without splice_in is
+ * ROUTER_ERR_NOT_SUPPORTED with the pipe untouched. */
 static void pipe_deliver_full_and_unsupported(void **state)
 {
 	struct fake fk = {.fail_after = 2500, .err = -ENOSPC};
@@ -328,19 +330,34 @@ static void pipe_deliver_full_and_unsupported(void **state)
 			 ROUTER_SUCCESS);
 	assert_int_equal(taken, 2500); /* what fits */
 	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
+			 ROUTER_STORE_FULL);
+	assert_int_equal(taken, 0);
+	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	/* the caller reads 1000 of them and delivers them the usual way */
+	assert_int_equal(read(fd[0], buf, 1000), 1000);
+	assert_int_equal(h_put(s->h, "pd", 0, ROUTER_CH_STDOUT, buf, 1000, 0, 0,
+			       cnt),
 			 ROUTER_SUCCESS);
-	assert_int_equal(taken, 0); /* full: held, the rest in the pipe */
 	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_non_null(strstr(s->h->log, "holding its producer back"));
+	router_run_timers(s->h->r); /* the merged view's lazy store logs once */
+	int nlog = s->h->nlog;
+	for (int i = 0; i < 5; i++) /* still full: held, one XOFF, no line */
+		router_run_timers(s->h->r);
+	assert_true(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(s->h->fr[0].xoff[ROUTER_CH_STDOUT], 1);
+	assert_int_equal(s->h->nlog, nlog);
 	fk.fail_after = sizeof(fk.data); /* space returns */
 	router_run_timers(s->h->r);
 	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	assert_int_equal(fk.len, 3500);
 	assert_int_equal(pipe_put(s, fd[0], buf, sizeof(buf), &taken, cnt),
-			 ROUTER_SUCCESS);
-	assert_int_equal(taken, 3500);
+			 ROUTER_SUCCESS); /* spliced again */
+	assert_int_equal(taken, 2500);
 	assert_int_equal(fk.len, sizeof(in));
 	assert_memory_equal(fk.data, in, sizeof(in));
 	h_loop(s->h);
-	assert_int_equal(cnt[0], 2); /* one callback per delivery, none for 0 */
+	assert_int_equal(cnt[0], 3); /* one callback per delivery */
 	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
 	h_free(s->h);
 	rm_tree(s->dir, 1);
