@@ -69,6 +69,11 @@ assert_eq "bytes in the mount" $((MIB << 20)) "$got"
 wait_for 10 test -s "$T/got.sha" || fail "no checksum"
 assert_eq "sha256 in the mount" "$(sha "$T/blob")" "$(cat "$T/got.sha")"
 assert_eq "stdout XOFF/XON paired" "$(info_get "$MNT/kf/0/info" stdout_xoff)" "$(info_get "$MNT/kf/0/info" stdout_xon)"
-assert_eq "resumes logged by the forwarder" "$kills" "$(grep -c "resumed job 'kf'" "$T/kf.err")"
+# every kill but the last found the job running, so it resumed; the last
+# may have come as the forwarder was ending (its EXIT acknowledged): then
+# there was nothing to resume
+n=$(grep -c "resumed job 'kf'" "$T/kf.err")
+[ "$n" -eq "$kills" ] || [ "$n" -eq $((kills - 1)) ] ||
+	fail "$n resumes logged by the forwarder for $kills kills"
 grep -q "0 lost" "$T/kf.err" || fail "forwarder counted lost bytes: $(tail -n 3 "$T/kf.err")"
 log "$(tail -n 2 "$T/kf.err")"
