@@ -343,6 +343,22 @@ static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 	return w;
 }
 
+int pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t got = pread(fd, buf, n, (off_t)off);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -errno : -EIO;
+		buf = (char *)buf + got;
+		n -= (size_t)got;
+		off += (uint64_t)got;
+	}
+	return 0;
+}
+
 /* Move up to @n bytes from the pipe @fd to the end of the rank file and
  * read them back into @buf (the page cache has them): what splice() moved
  * left the pipe, nothing else did. */
@@ -351,8 +367,7 @@ static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n)
 	struct spool_file *f = h;
 	off_t at;
 	ssize_t w;
-	size_t got = 0;
-	int ffd;
+	int ffd, rc;
 
 	if (f->mv)
 		return -ENOTSUP;
@@ -376,17 +391,8 @@ static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n)
 	if (w <= 0)
 		return w == 0 ? 0 : -errno;
 	drop_behind(f, ffd, (size_t)w);
-	while (got < (size_t)w) {
-		ssize_t r = pread(ffd, (char *)buf + got, (size_t)w - got,
-				  at + (off_t)got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		got += (size_t)r;
-	}
-	return w;
+	rc = pread_full(ffd, buf, (size_t)w, (uint64_t)at);
+	return rc < 0 ? rc : w;
 }
 
 static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)

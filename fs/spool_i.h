@@ -66,6 +66,8 @@ struct spool_file {
 	TAILQ_ENTRY(spool_file) lru;
 };
 
+/* All @n bytes at @off, or -errno (-EIO at end of file). */
+int pread_full(int fd, void *buf, size_t n, uint64_t off);
 /* "DIR/NAME: WHAT" at LOG_ERR */
 void spool_log(spool_t *sp, const char *name, const char *what);
 /* Open (creating; emptied if @truncate) @name in the job's directory;

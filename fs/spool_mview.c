@@ -88,22 +88,6 @@ static const char *ch_name(int ci)
 	return ci == 0 ? "stdout" : "stderr";
 }
 
-static int pread_full(int fd, void *buf, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t got = pread(fd, buf, n, (off_t)off);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return got < 0 ? -errno : -EIO;
-		buf = (char *)buf + got;
-		n -= (size_t)got;
-		off += (uint64_t)got;
-	}
-	return 0;
-}
-
 /* All of @iov at @off, or -errno. */
 static int pwritev_full(int fd, struct iovec *iov, int cnt, uint64_t off)
 {
