@@ -25,6 +25,8 @@ static const char *const limit_names[LIM_N] = {
     [LIM_RANKS_HELLO] = "max_ranks_hello", [LIM_RANKS_JOB] = "max_ranks_job",
     [LIM_RANKS_UID] = "max_ranks_uid",	   [LIM_JOBS_UID] = "max_jobs_uid",
     [LIM_CONNS_UID] = "max_conns_uid",	   [LIM_BUF_UID] = "max_buf_uid",
+    [LIM_PIPES_UID] = "max_pipes_uid",
+    [LIM_PIPES_ALL] = "RLIMIT_NOFILE/2 (hand-over descriptors, all users)",
 };
 
 /* The -o max_* options: struct net_limits field, bounds, default. */
@@ -43,6 +45,8 @@ static const struct limit_opt {
     LIM("max_conns_uid=", conns_uid, 1, UINT32_MAX, 512),
     LIM("max_buf_conn=", buf_conn, 65536, UINT64_MAX / 4, 8ull << 20),
     LIM("max_buf_uid=", buf_uid, 65536, UINT64_MAX / 4, 64ull << 20),
+    /* 0: net_server_new() gives a quarter of RLIMIT_NOFILE */
+    LIM("max_pipes_uid=", pipes_uid, 3, UINT32_MAX, 0),
 #undef LIM
 };
 #define N_LIMIT_OPTS (sizeof(limit_opts) / sizeof(limit_opts[0]))
@@ -160,7 +164,11 @@ static void limit_hit(net_server_t *s, uint32_t uid, enum limit_id id,
 	srv_log(s, LOG_WARNING,
 		"uid %u %s: limit %s=%llu reached (%llu in use); %llu "
 		"such refusals in all, %llu since the last report",
-		uid, id == LIM_BUF_UID ? "paused" : "refused", limit_names[id],
+		uid,
+		id == LIM_BUF_UID ? "paused"
+		: id >= LIM_PIPES_UID ? "not handed over (the socket path)"
+				      : "refused",
+		limit_names[id],
 		(unsigned long long)max, (unsigned long long)have,
 		(unsigned long long)s->refusals[id],
 		(unsigned long long)s->unlogged[id]);
@@ -491,7 +499,34 @@ void conn_admit_release(struct conn *c)
 	c->uent = NULL;
 	uidmap_add(&s->uids, c->uid, UID_BUF, -(int64_t)c->uid_buf);
 	uidmap_add(&s->uids, c->uid, UID_RANKS, -(int64_t)c->ranks_counted);
+	uidmap_add(&s->uids, c->uid, UID_PIPES, -(int64_t)c->pipes_counted);
 	uidmap_add(&s->uids, c->uid, UID_CONNS, -1);
+	s->pipes_held -= c->pipes_counted;
 	c->uid_buf = 0;
 	c->ranks_counted = 0;
+	c->pipes_counted = 0;
+}
+
+bool conn_admit_pipes(struct conn *c)
+{
+	net_server_t *s = c->srv;
+	uint64_t want = 3ull * c->rank_count;
+	uint64_t mine = c->uent ? c->uent->n[UID_PIPES] : 0;
+
+	if (s->pipes_held + want > s->pipes_max) {
+		limit_hit(s, c->uid, LIM_PIPES_ALL, s->pipes_held,
+			  s->pipes_max);
+		return false;
+	}
+	if (c->uid != 0 && mine + want > s->cfg.limits.pipes_uid) {
+		limit_hit(s, c->uid, LIM_PIPES_UID, mine,
+			  s->cfg.limits.pipes_uid);
+		return false;
+	}
+	if (!c->owner_counted ||
+	    uidmap_add(&s->uids, c->uid, UID_PIPES, (int64_t)want) < 0)
+		return false; /* no memory: the socket path needs none */
+	c->pipes_counted = (uint32_t)want;
+	s->pipes_held += want;
+	return true;
 }

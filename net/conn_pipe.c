@@ -52,10 +52,15 @@ struct crank_pipes {
 	int exit_status;
 };
 
+bool conn_pipe_offered(const struct conn *c)
+{
+	return c->is_unix && c->cred_ok &&
+	       (c->hello_flags & PROTO_HELLO_F_HANDOVER);
+}
+
 bool conn_pipe_offer(struct conn *c)
 {
-	c->handover = c->is_unix && c->cred_ok &&
-		      (c->hello_flags & PROTO_HELLO_F_HANDOVER);
+	c->handover = conn_pipe_offered(c) && conn_admit_pipes(c);
 	return c->handover;
 }
 

@@ -401,7 +401,7 @@ void conn_resume_handoff(struct conn *n)
 				.version = d->version,
 				.max_payload = PROTO_PAYLOAD_MAX};
 	/* the hand-over again: RANK_START brings each rank's pipes */
-	d->handover = d->handover && n->handover;
+	d->handover = d->handover && conn_pipe_offered(n); /* counted on d */
 	if (d->handover)
 		w.flags |= PROTO_WELCOME_F_HANDOVER;
 	if (d->hello_flags & PROTO_HELLO_F_NAME) {

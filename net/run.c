@@ -279,11 +279,12 @@ static const struct run_option run_options[] = {
     {"replay-buffer", 0, "BYTES",
      "output kept while reconnecting (default 4M)", opt_replay},
     {"handover", 0, NULL,
-     "same host: hand the pipes to the daemon (faster; a daemon crash "
-     "may lose in-flight bytes)",
+     "same host: hand the pipes to the daemon (the default on a Unix "
+     "socket)",
      opt_handover},
     {"no-handover", 0, NULL,
-     "forward the pipes' bytes (the default)", opt_handover},
+     "relay the pipes' bytes through this process (TCP always does)",
+     opt_handover},
     {"munge-socket", 0, "PATH", "munged's socket (TCP)", opt_str,
      .off = offsetof(struct run_opts, munge_socket)},
     {"verbose", 'v', NULL, "more messages (repeatable)", opt_verbose},
@@ -359,8 +360,8 @@ static int opt_defaults(struct run_args *a, iofs_log_t *log)
 		o->addr = net_default_connect_addr();
 	const char *ho = getenv("IOFS_HANDOVER");
 	const char *nh = getenv("IOFS_NO_HANDOVER");
-	if (!a->have_handover && ho && *ho && strcmp(ho, "0") != 0)
-		o->handover = true;
+	if (!a->have_handover && ho && *ho)
+		o->handover = strcmp(ho, "0") != 0;
 	if (!a->have_handover && nh && *nh && strcmp(nh, "0") != 0)
 		o->handover = false;
 	const char *env = getenv("IOFS_RECONNECT_TIMEOUT");
@@ -383,6 +384,7 @@ static int parse_args(struct run_opts *o, iofs_log_t *log, int argc,
 	o->count = 1;
 	o->reconnect_s = RUN_RECONNECT_DEFAULT_S;
 	o->replay_max = RUN_REPLAY_DEFAULT;
+	o->handover = true;
 	while ((c = getopt_long(argc, argv, so, lo, NULL)) != -1) {
 		const struct run_option *t = opt_find(c);
 		int rc = t ? t->set(&a, t, optarg) : -EINVAL;

@@ -64,12 +64,13 @@ struct run_opts {
 	uint32_t reconnect_s;
 	size_t replay_max;
 	unsigned verbose; /* -v count: 0 warnings, 1 info, 2 debug */
-	/* --handover or $IOFS_HANDOVER=1 (--no-handover and
-	 * $IOFS_NO_HANDOVER=1 win): on a Unix socket, hand the ranks' pipes
-	 * to the daemon (docs/protocol.md, "Pipe hand-over").  Off by
-	 * default: a handed-over link resumes, but a daemon kill -9 may lose
-	 * (uncounted) what the daemon had read and not stored, where the
-	 * socket path replays it (docs/design.md). */
+	/* On by default (--handover, $IOFS_HANDOVER other than 0); off with
+	 * --no-handover, $IOFS_HANDOVER=0 or $IOFS_NO_HANDOVER=1 (the
+	 * command line wins, then $IOFS_NO_HANDOVER): on a Unix socket, hand
+	 * the ranks' pipes to the daemon (docs/protocol.md, "Pipe
+	 * hand-over").  TCP never does.  With a spool a daemon kill -9 loses
+	 * nothing on either path; without one the hand-over may lose
+	 * (uncounted) one read per rank the daemon held (docs/design.md). */
 	bool handover;
 	char **argv;
 };

@@ -29,18 +29,29 @@ void srv_log(net_server_t *s, int level, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Raise RLIMIT_NOFILE to its hard limit; then the hand-over's descriptor
+ * bounds (conn_admit_pipes()): half of it for all users, a quarter per
+ * user unless -o max_pipes_uid says. */
 static void raise_nofile(net_server_t *s)
 {
 	struct rlimit rl;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		rl.rlim_cur = rl.rlim_max = 1024;
+	s->pipes_max = rl.rlim_max / 2;
+	if (!s->cfg.limits.pipes_uid)
+		s->cfg.limits.pipes_uid =
+		    (uint32_t)(rl.rlim_max / 4 > UINT32_MAX ? UINT32_MAX
+							    : rl.rlim_max / 4);
+	if (rl.rlim_cur >= rl.rlim_max)
 		return;
 	rlim_t old = rl.rlim_cur;
 	rl.rlim_cur = rl.rlim_max;
-	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
 		srv_log(s, LOG_WARNING, "cannot raise RLIMIT_NOFILE: %s",
 			strerror(errno));
-	else
+		s->pipes_max = old / 2;
+	} else
 		srv_log(s, LOG_DEBUG, "RLIMIT_NOFILE %llu -> %llu",
 			(unsigned long long)old,
 			(unsigned long long)rl.rlim_max);

@@ -38,6 +38,9 @@ struct net_limits {
 	uint32_t conns_uid;   /* open connections (512) */
 	uint64_t buf_conn;    /* bytes buffered per connection (16 MiB) */
 	uint64_t buf_uid;     /* ... per uid, all connections (64 MiB) */
+	/* pipe descriptors a uid's connections may hand over (3 per rank
+	 * announced; 0: a quarter of the daemon's RLIMIT_NOFILE) */
+	uint32_t pipes_uid;
 };
 
 struct net_server_config {

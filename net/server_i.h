@@ -51,7 +51,7 @@ enum {
 };
 
 /* Per-uid counters (strmap uidmap) of the server's connections. */
-enum { UID_CONNS = 0, UID_RANKS = 1, UID_BUF = 2 };
+enum { UID_CONNS = 0, UID_RANKS = 1, UID_BUF = 2, UID_PIPES = 3 };
 /* A connection paused by max_buf_uid looks again after this. */
 #define CONN_UID_RETRY_MS 20
 
@@ -63,6 +63,8 @@ enum limit_id {
 	LIM_JOBS_UID,
 	LIM_CONNS_UID,
 	LIM_BUF_UID,
+	LIM_PIPES_UID, /* not a refusal: the socket path instead */
+	LIM_PIPES_ALL, /* the same, daemon-wide (half of RLIMIT_NOFILE) */
 	LIM_N
 };
 
@@ -157,6 +159,7 @@ struct conn {
 	bool owner_counted;	/* counted in UID_CONNS */
 	uint32_t ranks_counted; /* added to UID_RANKS */
 	uint64_t uid_buf;	/* added to UID_BUF (its dq_bytes) */
+	uint32_t pipes_counted; /* added to UID_PIPES and srv->pipes_held */
 	struct event *uid_timer; /* retry while CONN_SUSP_UID */
 
 	/* From HELLO. */
@@ -235,6 +238,10 @@ struct net_server {
 	uint64_t logged_ms[LIM_N];
 	uint64_t next_id;
 	struct event *restored_timer; /* conn_resume_arm_restored() */
+	/* Descriptors granted to hand-over connections (3 per rank each
+	 * announced, until the connection is freed) and their bound, half
+	 * of RLIMIT_NOFILE (conn_admit_pipes()). */
+	uint64_t pipes_held, pipes_max;
 };
 
 void srv_log(net_server_t *s, int level, const char *fmt, ...)
@@ -261,6 +268,11 @@ int conn_admit(struct conn *c, uint32_t base, uint32_t count, const char *cred,
 	       size_t cred_len);
 /* Teardown: leave the job index, uncount, cancel a decode.  Idempotent. */
 void conn_admit_release(struct conn *c);
+/* May @c take its ranks' pipes (3 descriptors per rank announced)?  Within
+ * max_pipes_uid (root exempt) and, for all users together, half of
+ * RLIMIT_NOFILE: counted until conn_admit_release(), true; else false
+ * (logged, rate-limited): the connection takes the socket path. */
+bool conn_admit_pipes(struct conn *c);
 /* Pending deliveries of @c grew (@delta > 0) or shrank: max_buf_uid. */
 void conn_admit_buf(struct conn *c, int64_t delta);
 /* Log how often each limit refused (at the end). */
@@ -342,7 +354,11 @@ int conn_dq_exit(struct conn *c, uint32_t idx, int status);
 void conn_dq_release(struct conn *c);
 
 /* conn_pipe.c: the pipe hand-over (docs/protocol.md, "Pipe hand-over"). */
-/* Should @c's WELCOME accept the hand-over its HELLO offered? */
+/* Did @c's HELLO offer the hand-over (Unix socket, known peer)? */
+bool conn_pipe_offered(const struct conn *c);
+/* Should @c's WELCOME accept the hand-over its HELLO offered?  Sets
+ * c->handover: offered and within the descriptor budget
+ * (conn_admit_pipes()). */
 bool conn_pipe_offer(struct conn *c);
 /* Descriptors that came with the socket's bytes (framer_ops.fds). */
 /* The hand-over's exact read (conn_dq.c): up to @cap bytes of the pipe

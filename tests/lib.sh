@@ -25,14 +25,14 @@ export IOFS_SPOOL_DIR="$T/spool.d"
 # Forwarders fall back at once when their link breaks (protocol 2/3, as
 # the tests written before resume expect); the resume tests set their own.
 export IOFS_RECONNECT_TIMEOUT="${IOFS_RECONNECT_TIMEOUT:-0}"
-# The forwarder's path on this host: "socket" (the default: the bytes go
-# through iofs-run) or "handover" (IOFS_HANDOVER=1: the daemon takes the
-# ranks' pipes; meson runs the flow and fault cases once more as
-# NAME-handover).
-if [ "${IOFS_HANDOVER:-0}" != 0 ] && [ "${IOFS_NO_HANDOVER:-0}" = 0 ]; then
-	RUN_PATH=handover
-else
+# The forwarder's path on this host: "handover" (iofs-run's default: the
+# daemon takes the ranks' pipes) or "socket" (IOFS_NO_HANDOVER=1 or
+# IOFS_HANDOVER=0: the bytes go through iofs-run; meson runs the flow and
+# fault cases once per path, as NAME on the socket and NAME-handover).
+if [ "${IOFS_NO_HANDOVER:-0}" != 0 ] || [ "${IOFS_HANDOVER:-1}" = 0 ]; then
 	RUN_PATH=socket
+else
+	RUN_PATH=handover
 fi
 mkdir -p "$MNT"
 DAEMON_PID=

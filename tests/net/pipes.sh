@@ -10,7 +10,11 @@
 #     130, streams complete, readers get EOF, nothing left running;
 # (d) hand-over only: kill -9 of the forwarder, then the rank writes 8 MiB:
 #     the daemon reads the pipe to its end, every byte arrives (sha256),
-#     then the rank is "lost" (its exit status is unknown).
+#     then the rank is "lost" (its exit status is unknown);
+# (e) hand-over only: which path iofs-run takes (iofs-run(1)): the
+#     hand-over by default on a Unix socket; the socket path with
+#     --no-handover, IOFS_HANDOVER=0 or IOFS_NO_HANDOVER=1; the command line
+#     wins over both. (TCP never hands over: net-netns.)
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 
@@ -104,6 +108,38 @@ if [ "$RUN_PATH" = handover ]; then
 	assert_eq "(d) sha256" "$(sha "$T/want.d")" "$(sha "$T/got.d")"
 	wait_for 10 state_is dr 0 lost || fail "(d) rank not lost: $(rank_state dr 0)"
 	wait_for 10 finished "$dr_pid" || fail "(d) rank did not end"
+fi
+
+# (e) the path chosen
+# path_is WANT NAME [VAR=VALUE...] -- [OPTIONS...]: a one-rank job NAME run
+# with exactly that environment (no other IOFS_*HANDOVER) shows WANT
+path_is() {
+	local want=$1 name=$2 vars=() opts=() pid got
+	shift 2
+	while [ "$1" != -- ]; do vars+=("$1"); shift; done
+	shift
+	opts=("$@")
+	env -u IOFS_HANDOVER -u IOFS_NO_HANDOVER "${vars[@]}" "$IOFS_RUN" \
+		"${opts[@]}" --nspace "$name" -- sh -c "echo up; $(gate "$name-go")" \
+		>/dev/null 2>&1 &
+	pid=$!
+	track $pid
+	wait_for 10 size_is "$MNT/$name/0/stdout" 3 || fail "(e) $name did not start"
+	got=$(info_get "$MNT/$name/0/info" path)
+	touch "$T/$name-go"
+	wait_for 10 finished $pid || fail "(e) $name did not end"
+	assert_eq "(e) $name status" 0 "$(rc_of $pid)"
+	assert_eq "(e) $name: ${vars[*]} ${opts[*]}: path" "$want" "$got"
+}
+if [ "$RUN_PATH" = handover ]; then
+	path_is handover e1 --
+	path_is socket e2 -- --no-handover
+	path_is socket e3 IOFS_HANDOVER=0 --
+	path_is handover e4 IOFS_HANDOVER=1 --
+	path_is socket e5 IOFS_NO_HANDOVER=1 --
+	path_is socket e6 IOFS_HANDOVER=1 IOFS_NO_HANDOVER=1 --
+	path_is handover e7 IOFS_NO_HANDOVER=1 -- --handover
+	path_is socket e8 IOFS_HANDOVER=1 -- --no-handover
 fi
 
 daemon_alive || fail "daemon died"
