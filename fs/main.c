@@ -77,7 +77,7 @@ static void daemon_stop(struct daemon *d, bool session_gone)
 
 	if (!d->stopping) {
 		d->stopping = true;
-		net_server_stop_listening(d->net);
+		net_server_quiesce(d->net); /* before the router stops */
 		fs_shutdown(
 		    d->fs); /* parked reads EOF, writes what was taken */
 		router_shutdown(d->r); /* streams complete, XOFFs released */

@@ -392,6 +392,18 @@ void net_server_stop_listening(net_server_t *s)
 	}
 }
 
+void net_server_quiesce(net_server_t *s)
+{
+	if (!s)
+		return;
+	net_server_stop_listening(s);
+	for (struct conn *c = s->conns; c; c = c->next) {
+		c->susp |= CONN_SUSP_STOPPING;
+		conn_reading(c, false);
+		conn_pipe_update(c);
+	}
+}
+
 void net_server_free(net_server_t *s)
 {
 	if (!s)

@@ -82,6 +82,13 @@ int net_server_listen(net_server_t *s, const char *addr, char *err,
 /* Stop accepting new connections (existing ones carry on). Idempotent. */
 void net_server_stop_listening(net_server_t *s);
 
+/* The daemon is stopping (its router shut down, the loop still serving
+ * the mount for a moment): stop listening, and read nothing more from any
+ * connection or handed-over pipe, so what they hold stays with the
+ * forwarders and in the pipes for the next daemon (RESUME) instead of
+ * being refused by the stopped router.  Idempotent, NULL-safe. */
+void net_server_quiesce(net_server_t *s);
+
 /* Close every connection: their running ranks become LOST, their latches are
  * released by the router; unlink Unix socket files we created.  NULL-safe.
  * Call it BEFORE router_free(): it still calls into the router.  Deliveries

@@ -48,6 +48,9 @@ enum {
 	CONN_SUSP_OUTBUF = 1u << 1, /* forwarder not reading our frames */
 	CONN_SUSP_AUTH = 1u << 2,   /* HELLO's credential being decoded */
 	CONN_SUSP_UID = 1u << 3,    /* its uid holds max_buf_uid bytes */
+	/* the daemon is stopping (net_server_quiesce()): nothing more is
+	 * read, socket or pipe; the forwarder resumes with the next daemon */
+	CONN_SUSP_STOPPING = 1u << 4,
 };
 
 /* Per-uid counters (strmap uidmap) of the server's connections. */

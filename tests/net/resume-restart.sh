@@ -1,8 +1,12 @@
 #!/bin/bash
 # Resume across daemon restarts (docs/protocol.md, "Resume"): two ranks
-# of one forwarder write 64 MiB and 16 MiB at a steady pace; the daemon (-o spool) is killed with
-# SIGKILL and restarted on the same spool and socket 5 times in the middle
-# of it.  Each restarted daemon restores the job with its rank still
+# of one forwarder write 64 MiB and 16 MiB at a steady pace; the daemon (-o
+# spool) is stopped and restarted on the same spool and socket 5 times in
+# the middle of it: killed with SIGKILL (1st, 3rd, 5th), or shut down with
+# SIGTERM while a reader follows rank 0 (2nd, 4th: the daemon then serves
+# the reader's release for a moment, and must read nothing more meanwhile;
+# before, it read on, failed to deliver to its stopped router and sent the
+# forwarder a final ERROR, so the job fell back to its terminal).  Each restarted daemon restores the job with its rank still
 # running ("reconnecting"), the forwarder reconnects and resumes: the
 # stream in the mount at the end is exactly the 64 MiB (sha256, count),
 # nothing printed on the forwarder's terminal, XOFF/XON paired, on both
@@ -29,10 +33,19 @@ wait_for 10 test -e "$MNT/rs/0/stdout" || fail "job did not appear"
 for i in $(seq $KILLS); do
 	want=$((i * 8 << 20))
 	wait_for 60 info_at_least rs 0 stdout_bytes $want || fail "kill $i: $want bytes did not arrive: $(cat "$T/rs.err")"
-	kill -KILL "$DAEMON_PID"
-	wait "$DAEMON_PID" 2>/dev/null
-	DAEMON_PID=
-	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	if [ $((i % 2)) = 1 ]; then
+		how="kill -9"
+		kill -KILL "$DAEMON_PID"
+		wait "$DAEMON_PID" 2>/dev/null
+		DAEMON_PID=
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	else
+		how="SIGTERM with a reader"
+		start_reader "$MNT/rs/0/stdout" "$T/follow.$i"
+		wait_for 10 size_ge "$T/follow.$i" 1 || fail "kill $i: the reader got nothing"
+		stop_daemon
+		wait_for 10 finished "$READER_PID" || fail "kill $i: the reader outlived the daemon"
+	fi
 	finished $JOB || true
 	start_daemon -o spool="$SP" -o resume_window=120
 	wait_for 10 test -d "$MNT/rs/0" || fail "kill $i: job not restored"
@@ -40,7 +53,7 @@ for i in $(seq $KILLS); do
 		wait_for 60 state_is_link rs $r connected || fail "kill $i: rank $r not resumed: $(cat "$MNT/rs/$r/info"; cat "$T/rs.err")"
 	done
 	assert_eq "kill $i: rank 0 path" "$RUN_PATH" "$(info_get "$MNT/rs/0/info" path)"
-	log "kill -9 #$i at >= $want bytes: resumed at $(info_get "$MNT/rs/0/info" stdout_bytes)"
+	log "$how #$i at >= $want bytes: resumed at $(info_get "$MNT/rs/0/info" stdout_bytes)"
 done
 wait_for 120 finished $JOB || fail "forwarder did not end"
 assert_eq "forwarder status" 0 "$(rc_of $JOB)"
