@@ -75,21 +75,21 @@ R=$JOB_PID
 path_all R 24 handover
 assert_eq "pipes held for A and R" $((pipes0 + 3 * 40)) "$(daemon_pipes)"
 
+# declined NAME RANKS WHO LOG: the job gets the socket path, the daemon logs
+# LOG, and the pipes it holds stay those of A and R
+declined() {
+	job "$1" "$2" "$3"
+	path_all "$1" "$2" socket
+	wait_for 10 daemon_log_has "$4" ||
+		fail "job $1: no log line '$4': $(grep -i pipes "$T/iofs.log")"
+	assert_eq "pipes held after $1" $((pipes0 + 3 * 40)) "$(daemon_pipes)"
+}
 # 2.
-job B 8 nobody
+declined B 8 nobody "uid $NOBODY_UID not handed over (the socket path): limit max_pipes_uid=60 reached (48 in use)"
 B=$JOB_PID
-path_all B 8 socket
-wait_for 10 daemon_log_has "uid $NOBODY_UID not handed over (the socket path): limit max_pipes_uid=60 reached (48 in use)" ||
-	fail "no log line for nobody's budget: $(grep -i pipes "$T/iofs.log")"
-assert_eq "pipes held after B" $((pipes0 + 3 * 40)) "$(daemon_pipes)"
-
 # 3.
-job G 30 root
+declined G 30 root "uid 0 not handed over (the socket path): limit RLIMIT_NOFILE/2 (hand-over descriptors, all users)=200 reached (120 in use)"
 G=$JOB_PID
-path_all G 30 socket
-wait_for 10 daemon_log_has "uid 0 not handed over (the socket path): limit RLIMIT_NOFILE/2 (hand-over descriptors, all users)=200 reached (120 in use)" ||
-	fail "no log line for the daemon-wide budget: $(grep -i pipes "$T/iofs.log")"
-assert_eq "pipes held after G" $((pipes0 + 3 * 40)) "$(daemon_pipes)"
 
 # 4.
 end_job A 16 $A
