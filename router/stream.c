@@ -695,16 +695,25 @@ static void reader_moved(router_reader_t *rd, uint64_t to)
 }
 
 /* Serve [so, ...) from the store, into the reader's own buffer. */
+/* A read below the ring's start: from the store, and on from the ring
+ * where the store's part ends, into one reply (a short read in the middle
+ * of a file reads as its end to tail, less, dd).  The store holds [..,
+ * stored) and the ring [start, end); with start <= stored the two join,
+ * else (a store given up) the read stops at stored: what follows is a
+ * gap the reader's skew accounts for. */
 static int read_stored(router_reader_t *rd, uint64_t so, size_t size,
 		       struct iovec iov[2], int *iovcnt, size_t *n)
 {
 	struct stream *s = rd->s;
-	uint64_t have = (s->start < s->stored ? s->start : s->stored) - so;
+	uint64_t top = s->start <= s->stored ? s->end : s->stored;
 	size_t len = size < STORE_READ_MAX ? size : STORE_READ_MAX;
-	ssize_t got;
+	size_t want, got = 0;
+	ssize_t k;
 
-	if (len > have)
-		len = (size_t)have;
+	if (so >= top)
+		return -EIO;
+	if (len > top - so)
+		len = (size_t)(top - so);
 	if (len > rd->scap) {
 		uint8_t *nb = realloc(rd->sbuf, len);
 
@@ -713,13 +722,31 @@ static int read_stored(router_reader_t *rd, uint64_t so, size_t size,
 		rd->sbuf = nb;
 		rd->scap = len;
 	}
-	got = s->r->store->read_at(s->store, so, rd->sbuf, len);
-	if (got <= 0)
-		return got < 0 ? (int)got : -EIO;
+	want = so < s->stored && s->stored - so < len ? (size_t)(s->stored - so)
+						       : len;
+	while (got < want) {
+		k = s->r->store->read_at(s->store, so + got, rd->sbuf + got,
+					 want - got);
+		if (k <= 0) {
+			if (got)
+				break;
+			return k < 0 ? (int)k : -EIO;
+		}
+		got += (size_t)k;
+	}
+	if (got == want && got < len) { /* on from the ring */
+		struct iovec r[2];
+		int cnt = stream_ring_iov(s, so + got, len - got, r);
+
+		for (int i = 0; i < cnt; i++) {
+			memcpy(rd->sbuf + got, r[i].iov_base, r[i].iov_len);
+			got += r[i].iov_len;
+		}
+	}
 	iov[0].iov_base = rd->sbuf;
-	iov[0].iov_len = (size_t)got;
+	iov[0].iov_len = got;
 	*iovcnt = 1;
-	*n = (size_t)got;
+	*n = got;
 	reader_moved(rd, so + (uint64_t)got);
 	return ROUTER_SUCCESS;
 }

@@ -83,6 +83,24 @@ done
 for i in $(seq "$KILLS"); do test -d "$MNT/k$i" || fail "k$i gone after later restarts"; done
 assert_eq "job a after the kills" exited "$(job_state a)"
 
+# 2b. A job running across a restart: what it printed before is the
+#     adopted history, what it prints after is in the ring too; tail -n
+#     and every pread across the seam read whole (found by hand: `tail -n
+#     3` printed about 20 lines).
+stop_daemon
+start_daemon -o spool="$SP" -o resume_window=60
+IOFS_RECONNECT_TIMEOUT=60 run_job tr 1 sh -c "seq 1 1000; $(gate tr.go); seq 1001 2000"
+wait_for 20 size_is "$MNT/tr/0/stdout" "$(seq 1 1000 | wc -c)" || fail "tr: no output"
+stop_daemon
+start_daemon -o spool="$SP" -o resume_window=60
+wait_for 10 test -d "$MNT/tr/0" || fail "tr not restored"
+touch "$T/tr.go"
+wait_for 30 exited "$MNT/tr/info" || fail "job tr did not end after the restart: $(grep -E "^(state|reconnects|ranks_reconnecting):" "$MNT/tr/info" | tr "\n" " "); $(tail -n 3 "$T/run-tr.err")"
+assert_eq "tr: tail -n 3" "$(seq 1998 2000)" "$(timeout 10 tail -n 3 "$MNT/tr/0/stdout")"
+assert_eq "tr: tail -n 1500" "$(seq 501 2000 | sha256sum)" "$(timeout 10 tail -n 1500 "$MNT/tr/0/stdout" | sha256sum)"
+assert_eq "tr: cat" "$(seq 1 2000 | sha256sum)" "$(timeout 10 cat "$MNT/tr/0/stdout" | sha256sum)"
+log "restart under a running job: tail -n 3 and 1500 of what it printed before and after, whole"
+
 # 3. rmdir of a restored job deletes its spool files.
 n=$(ls "$SP" | wc -l)
 rm -r "$MNT/a" || fail "rm -r a"

@@ -92,6 +92,30 @@ assert_eq "XOFF == XON" "$(info_get "$MNT/bp/0/info" stdout_xoff)" \
 	"$(info_get "$MNT/bp/0/info" stdout_xon)"
 log "stalled reader: producer held at $held bytes, then every byte"
 
+# 3b. tail -n reads backwards from the end, a block at a time, and takes a
+#     short read for the end of the file: a read that starts in the stored
+#     history and ends in the in-memory window must be whole (found by
+#     hand: `tail -n 200000` of this job printed 200896 lines from 199105).
+run_job tn 1 seq 1 400000
+wait_for 30 exited "$MNT/tn/info" || fail "job tn did not end"
+seq 200001 400000 >"$T/tn.want"
+timeout 20 tail -n 200000 "$MNT/tn/0/stdout" >"$T/tn.got" || fail "tail -n of tn/0/stdout"
+assert_eq "tail -n 200000 of the rank" "$(sha "$T/tn.want")" "$(sha "$T/tn.got")"
+sed 's/^/[tn,0]<stdout>: /' "$T/tn.want" >"$T/tnm.want"
+timeout 20 tail -n 200000 "$MNT/tn/stdout" >"$T/tnm.got" || fail "tail -n of tn/stdout"
+assert_eq "tail -n 200000 of the merged view" "$(sha "$T/tnm.want")" "$(sha "$T/tnm.got")"
+python3 - "$MNT/tn/0/stdout" <<'PY' || fail "a read of tn/0/stdout came back short"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+size = os.fstat(fd).st_size
+for off in range(0, size, 65536 - 123):
+    want = min(65536, size - off)
+    got = len(os.pread(fd, 65536, off))
+    if got != want:
+        sys.exit("pread(65536, %d) gave %d of %d" % (off, got, want))
+PY
+log "tail -n 200000 of a 2.7 MB rank and of its merged view: the right lines; every pread whole"
+
 # 4. Removing a job (rmdir) frees its spool files.
 n=$(ls "$SP" | wc -l)
 rmdir "$MNT/m" || fail "rmdir m"

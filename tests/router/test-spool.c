@@ -67,6 +67,68 @@ static void late_reader_gets_everything(void **state)
 	sp_free(s);
 }
 
+/* Every read of a running job's history is whole: one that starts in the
+ * store and ends in the ring (or past what the merged view has stored
+ * yet) returns all it asked for, not what the store alone had; tail,
+ * less and dd take a short read for the end of the file.  Found by hand:
+ * `tail -n 200000` of a 400,000-line rank printed the wrong lines. */
+static void reads_span_store_and_ring(void **state)
+{
+	struct sp *s = sp_new(NULL, NULL);
+	size_t n = 200000, want, whole;
+	char *in = malloc(n), *all = malloc(2 * n), *out = malloc(4000);
+	router_reader_t *rd;
+	router_job_t *job;
+	uint64_t off;
+
+	(void)state;
+	fill(in, n, 7);
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 100 == 99 ? '\n' : 'a' + (char)(in[i] % 26);
+	h_reg(s->h, "span", 0, 1);
+	for (size_t at = 0; at < n; at += 1000)
+		h_put(s->h, "span", 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0,
+		      NULL);
+	h_put(s->h, "span", 0, ROUTER_CH_STDOUT, "partial", 7, 0, 0, NULL);
+	job = router_job_lookup(s->h->r, "span");
+	for (int view = 0; view < 2; view++) {
+		uint32_t rank = view ? ROUTER_RANK_WILDCARD : 0;
+
+		assert_int_equal(router_reader_open(job, rank, ROUTER_CH_STDOUT,
+						    ROUTER_READER_NONBLOCK,
+						    NULL, NULL, &rd),
+				 0);
+		off = 0;
+		whole = h_drain(rd, &off, all, 2 * n);
+		assert_true(whole >= (view ? n : n + 7));
+		for (off = 0; off < whole; off += 997) {
+			struct iovec iov[2];
+			int cnt;
+			size_t got = 0, k;
+
+			want = whole - off < 3000 ? whole - off : 3000;
+			assert_int_equal(router_reader_read(rd, off, 3000, iov,
+							    &cnt, &k),
+					 ROUTER_SUCCESS);
+			assert_int_equal(k, want);
+			for (int i = 0; i < cnt; i++) {
+				memcpy(out + got, iov[i].iov_base,
+				       iov[i].iov_len);
+				got += iov[i].iov_len;
+			}
+			assert_int_equal(got, want);
+			assert_memory_equal(out, all + off, want);
+		}
+		router_reader_close(rd);
+	}
+	assert_memory_equal(all, "[span,0]<stdout>: ", 18);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	free(in);
+	free(all);
+	free(out);
+	sp_free(s);
+}
+
 /* A blocking reader that does not read still holds its producer at the
  * window; one that opens late is held to the live end from where the
  * window began (history before that is replay, holds nobody). */
@@ -648,6 +710,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(late_reader_gets_everything),
+	    cmocka_unit_test(reads_span_store_and_ring),
 	    cmocka_unit_test(backpressure_stays_exact),
 	    cmocka_unit_test(failing_store_falls_back),
 	    cmocka_unit_test(full_store_holds_then_resumes),
