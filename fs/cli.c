@@ -25,12 +25,27 @@ void cli_defaults(struct daemon_options *o)
 				     .stdin_uid_max = 64u << 20};
 }
 
+#define USAGE_LINES                                                    \
+	"usage: iofs [-f] [-d] [-o OPT[,OPT...]] [--listen ADDR]...\n"  \
+	"            [--output-dir DIR] [--pmix SERVER] MOUNTPOINT\n"
+
+/* A usage error: what was wrong (argv[@at]), the synopsis, where the rest
+ * is. */
+static void usage_error(char *const argv[], int at, int opt)
+{
+	if (opt == ':')
+		fprintf(stderr, "iofs: option '%s' needs a value\n", argv[at]);
+	else
+		fprintf(stderr, "iofs: unrecognized option '%s'\n", argv[at]);
+	fprintf(stderr, USAGE_LINES "'iofs --help' lists every option; "
+				    "see also iofs(8)\n");
+}
+
 static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: iofs [-f] [-d] [-o OPT[,OPT...]] [--listen ADDR]...\n"
-	    "            [--output-dir DIR] [--pmix SERVER] MOUNTPOINT\n"
+	    USAGE_LINES
 	    "\n"
 	    "  -f                 stay in the foreground\n"
 	    "  -d                 log every FUSE request (implies -f)\n"
@@ -203,7 +218,8 @@ int cli_parse(struct daemon_options *o, int argc, char **argv)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+fdo:hV", longopts, NULL)) != -1) {
+	opterr = 0; /* usage_error() says it, as iofs */
+	while ((c = getopt_long(argc, argv, "+:fdo:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			o->foreground = true;
@@ -237,7 +253,7 @@ int cli_parse(struct daemon_options *o, int argc, char **argv)
 			printf("iofs %s\n", IOFS_VERSION);
 			return 1;
 		default:
-			usage(stderr);
+			usage_error(argv, optind - 1, c);
 			return -1;
 		}
 	}
@@ -306,6 +322,39 @@ static int abs_path(const char **path, char *buf, const char *what)
 	return 0;
 }
 
+/* unix:PATH listeners (--listen, or $IOFS_ADDR without one) relative to
+ * the working directory, as the user meant them, made absolute (a copy
+ * each, for the daemon's life). */
+static int abs_listen(struct daemon_options *o)
+{
+	const char *env = getenv("IOFS_ADDR");
+	char buf[PATH_MAX];
+	const char *p;
+
+	for (size_t i = 0; i <= o->nlisten; i++) {
+		const char *a = i < o->nlisten ? o->listen[i]
+			      : !o->nlisten	 ? env
+						 : NULL;
+		char *full = o->listen_abs[i < o->nlisten ? i : 0];
+
+		if (!a || strncmp(a, "unix:", 5) != 0 || a[5] == '/' || !a[5])
+			continue;
+		p = a + 5;
+		if (abs_path(&p, buf, "--listen unix:") < 0)
+			return -1;
+		if ((size_t)snprintf(full, sizeof(o->listen_abs[0]), "unix:%s",
+				     p) >= sizeof(o->listen_abs[0])) {
+			fprintf(stderr, "iofs: --listen %s: path too long\n", a);
+			return -1;
+		}
+		if (i < o->nlisten)
+			o->listen[i] = full;
+		else if (setenv("IOFS_ADDR", full, 1) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* cli.h */
 int cli_resolve_paths(struct daemon_options *o)
 {
@@ -321,7 +370,8 @@ int cli_resolve_paths(struct daemon_options *o)
 		return -1;
 	}
 	if (abs_path(&o->output_dir, o->output_dir_abs, "--output-dir") < 0 ||
-	    abs_path(&o->spool.dir, o->spool_abs, "-o spool=") < 0)
+	    abs_path(&o->spool.dir, o->spool_abs, "-o spool=") < 0 ||
+	    abs_listen(o) < 0)
 		return -1;
 	if (o->spool.off) {
 		o->spool.dir = NULL;

@@ -24,6 +24,7 @@ struct daemon_options {
 	bool allow_remote_tcp;
 	const char *listen[MAX_LISTEN];
 	size_t nlisten;
+	char listen_abs[MAX_LISTEN][PATH_MAX + 8]; /* relative unix: made absolute */
 	const char *output_dir;
 	const char *pmix;
 	const char *mountpoint;

@@ -352,7 +352,7 @@ int main(int argc, char **argv)
 	struct daemon d = {.opt = &o};
 	struct router_config rc_cfg = {0};
 	char err[1024] = "";
-	int ready_fd = -1, rc;
+	int ready_fd = -1, rc, status = 1;
 
 	cli_defaults(&o);
 	rc = cli_parse(&o, argc, argv);
@@ -360,6 +360,12 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (cli_resolve_paths(&o) < 0)
 		return 1;
+	for (size_t i = 0; i < o.nlisten; i++) { /* a usage error: now */
+		if (net_addr_check(o.listen[i], err, sizeof(err)) < 0) {
+			fprintf(stderr, "iofs: --listen: %s\n", err);
+			return 2;
+		}
+	}
 	if (iofs_log_new("iofs", &d.log) < 0) {
 		fprintf(stderr, "iofs: out of memory\n");
 		return 1;
@@ -413,8 +419,11 @@ int main(int argc, char **argv)
 		    .log = d.log,
 		};
 
-		if (fs_new(d.base, d.r, &fc, err, sizeof(err), &d.fs) < 0)
+		rc = fs_new(d.base, d.r, &fc, err, sizeof(err), &d.fs);
+		if (rc < 0) {
+			status = rc == -EINVAL ? 2 : 1; /* a bad -o: usage */
 			goto out_fail;
+		}
 	}
 	if (add_signals(&d) < 0) {
 		snprintf(err, sizeof(err), "cannot install signal handlers");
@@ -443,7 +452,7 @@ int main(int argc, char **argv)
 out_fail:
 	iofs_logf(d.log, LOG_ERR, NULL, "%s", err); /* the terminal too */
 	release_daemon(&d);
-	report_ready(&d, &ready_fd, 1);
+	report_ready(&d, &ready_fd, (unsigned char)status);
 	iofs_log_free(d.log);
-	return 1;
+	return status;
 }

@@ -289,7 +289,7 @@ static const struct run_option run_options[] = {
      .off = offsetof(struct run_opts, munge_socket)},
     {"verbose", 'v', NULL, "more messages (repeatable)", opt_verbose},
     {"help", 'h', NULL, "this text", opt_help},
-    {"version", 0, NULL, "version and protocol", opt_version},
+    {"version", 'V', NULL, "version and protocol", opt_version},
     {NULL, 0, NULL, NULL, NULL},
 };
 

@@ -392,6 +392,13 @@ void net_server_stop_listening(net_server_t *s)
 	}
 }
 
+int net_addr_check(const char *addr, char *err, size_t errlen)
+{
+	struct net_addr a;
+
+	return net_addr_parse(addr, &a, err, errlen) < 0 ? -EINVAL : 0;
+}
+
 void net_server_quiesce(net_server_t *s)
 {
 	if (!s)

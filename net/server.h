@@ -70,6 +70,10 @@ int net_config_option(struct net_server_config *cfg, const char *tok, char *err,
 int net_server_new(struct event_base *base, router_t *r,
 		   const struct net_server_config *cfg, net_server_t **out);
 
+/* Is @addr one net_server_listen() can parse?  0, or -EINVAL with the
+ * reason in @err (a usage error: checked before the daemon starts). */
+int net_addr_check(const char *addr, char *err, size_t errlen);
+
 /*
  * Start listening on @addr: "unix:/path" or "tcp:HOST:PORT" (NULL = the
  * documented default, net_default_addr()).  May be called several times.

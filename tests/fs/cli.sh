@@ -21,11 +21,17 @@ expect_err 2 "poll_us.*0 (off) to 1000" "$IOFS" -o poll_us=5000 "$MNT"
 expect_err 1 "does not exist.*mkdir -p" "$IOFS" -f "$T/nope"
 touch "$T/file"
 expect_err 1 "not a directory" "$IOFS" -f "$T/file"
-expect_err 1 "bad FUSE mount option" "$IOFS" -f -o no_such_fuse_opt "$MNT"
-# background mode reports the failure through its exit status too
-expect_err 1 "bad FUSE mount option" "$IOFS" -o no_such_fuse_opt "$MNT"
-# bad listen address: nothing stays mounted
-expect_err 1 "" "$IOFS" -f --listen "bogus:addr" "$MNT"
+# an unknown -o is a bad option (iofs(8): exit status 2), in the
+# background mode too (its exit status comes from the daemon)
+expect_err 2 "bad FUSE mount option" "$IOFS" -f -o no_such_fuse_opt "$MNT"
+expect_err 2 "bad FUSE mount option" "$IOFS" -o no_such_fuse_opt "$MNT"
+# a bad listen address is a usage error, said before anything starts
+expect_err 2 "--listen: bad address 'bogus:addr'" "$IOFS" -f --listen "bogus:addr" "$MNT"
+# an unknown option: said as iofs, the synopsis, where the rest is
+expect_err 2 "^iofs: unrecognized option '--bogus'" "$IOFS" --bogus "$MNT"
+grep -q "iofs --help' lists every option" "$T/err" || fail "--bogus: no pointer to --help: $(cat "$T/err")"
+[ "$(wc -l <"$T/err")" -le 5 ] || fail "--bogus: the whole help again ($(wc -l <"$T/err") lines)"
+expect_err 2 "option '--listen' needs a value" "$IOFS" --listen
 
 # help and version
 "$IOFS" --help | grep -q "usage: iofs" || fail "--help"
@@ -84,6 +90,22 @@ expect_err 1 "inside the mountpoint" "$IOFS" -f --listen "unix:$T/ok.sock" --out
 ln -s "$MNT" "$T/mlink"
 expect_err 1 "inside the mountpoint" "$IOFS" -f --listen "unix:$T/ok.sock" --output-dir "$T/mlink/x/y" "$MNT"
 [ ! -e "$MNT/out" ] || fail "a refused --output-dir was created"
+
+# a relative unix: socket path is where the user started iofs, not in /
+# (the daemon leaves its working directory): the background mode, and a
+# forwarder started from the same directory finds it
+mkdir "$T/rel"
+rc=0
+(cd "$T/rel" && exec timeout 10 "$IOFS" --listen unix:rel.sock "$MNT") >"$T/out" 2>"$T/err" || rc=$?
+[ $rc -eq 0 ] || fail "relative --listen: exit $rc: $(cat "$T/err")"
+test -S "$T/rel/rel.sock" || fail "relative --listen: no socket in the starting directory (/rel.sock: $(test -S /rel.sock && echo yes || echo no))"
+(cd "$T/rel" && timeout 20 "$IOFS_RUN" --connect unix:rel.sock --strict --nspace relj -- echo hi) >"$T/out" 2>&1 ||
+	fail "a forwarder in the same directory: $(cat "$T/out")"
+wait_for 10 test -e "$MNT/relj/0/stdout" || fail "job relj did not appear"
+assert_eq "relj output" hi "$(timeout 10 cat "$MNT/relj/0/stdout")"
+fusermount3 -u "$MNT" || fail "unmount of the relative-socket daemon"
+wait_for 10 bash -c "! test -S '$T/rel/rel.sock'" || true
+! is_mounted "$MNT" || fail "still mounted"
 
 # already mounted
 start_daemon

@@ -50,6 +50,7 @@ done
 # short forms still work: -h like --help, -n/-r/-s/-N/-c take values
 "$IOFS_RUN" -h | cmp -s - "$T/help" || fail "-h differs from --help"
 "$IOFS_RUN" --version | grep -q "^iofs-run [0-9].* (protocol [0-9]*)$" || fail "--version"
+"$IOFS_RUN" -V | grep -q "^iofs-run [0-9].* (protocol [0-9]*)$" || fail "-V"
 
 # the short options reach their setters: a run with them falls back (no
 # daemon at that address) and the rank sees what was given
