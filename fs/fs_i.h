@@ -70,6 +70,8 @@ struct fs_stream {
 	uint64_t pos;	/* end of the last answered read, for poll */
 	bool file_mode; /* asked for its end: blocking reads at the live end
 			   give 0 (see stream_file.c) */
+	bool cut;	/* the daemon stopped before its stream ended: reads at
+			   the end fail ENOTCONN, not EOF (fs_stream_shutdown) */
 	TAILQ_ENTRY(fs_stream) link; /* in fs->streams */
 };
 

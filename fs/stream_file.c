@@ -21,6 +21,8 @@ static void stream_free(struct fs_stream *s)
 {
 	struct fs_parked *p;
 
+	/* before the router completes every stream (daemon_stop) */
+	s->cut = !router_reader_complete(s->rd);
 	while ((p = TAILQ_FIRST(&s->parked))) {
 		TAILQ_REMOVE(&s->parked, p, link);
 		fs_unpark(p);
@@ -51,8 +53,12 @@ static bool stream_try(struct fs_stream *s, fuse_req_t req, size_t size,
 
 	if (rc == ROUTER_AGAIN && !s->fs->shutdown && !s->file_mode)
 		return false;
-	if (rc == ROUTER_AGAIN) {
-		/* shutting down, or a file-mode handle at the live end: EOF */
+	if (s->cut && (rc == ROUTER_AGAIN || (rc == ROUTER_SUCCESS && !n))) {
+		/* the daemon stops before the stream ended: not its end (a
+		 * reader must not take a cut-off stream for a whole one) */
+		fuse_reply_err(req, ENOTCONN);
+	} else if (rc == ROUTER_AGAIN) {
+		/* a file-mode handle at the live end: EOF */
 		fuse_reply_buf(req, NULL, 0);
 	} else if (rc != ROUTER_SUCCESS) {
 		fuse_reply_err(req, fs_errno(rc, false));
@@ -183,10 +189,13 @@ void fs_stream_shutdown(struct fs_stream *s)
 {
 	struct fs_parked *p;
 
+	/* before the router completes every stream (daemon_stop) */
+	s->cut = !router_reader_complete(s->rd);
 	while ((p = TAILQ_FIRST(&s->parked))) {
 		TAILQ_REMOVE(&s->parked, p, link);
 		fs_unpark(p);
-		fuse_reply_buf(p->req, NULL, 0);
+		/* parked: at the live end of a stream that has not ended */
+		fuse_reply_err(p->req, ENOTCONN);
 		free(p);
 	}
 	fs_poll_wake(&s->ph);

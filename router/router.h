@@ -602,6 +602,9 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 uint64_t router_reader_avail(router_reader_t *rd, uint64_t off);
 /* True once the stream has completed and @off is at (or past) its end. */
 bool router_reader_eof(router_reader_t *rd, uint64_t off);
+/* True once the stream has completed (its producer's end, an exit, a
+ * shutdown). */
+bool router_reader_complete(const router_reader_t *rd);
 
 /* Detach; releases any latch this reader held.  NULL-safe.  @ready will
  * not fire after this returns.  Drops the job reference. */

@@ -791,6 +791,11 @@ uint64_t router_reader_avail(router_reader_t *rd, uint64_t off)
 	return so < rd->s->end ? rd->s->end - so : 0;
 }
 
+bool router_reader_complete(const router_reader_t *rd)
+{
+	return rd && rd->s->complete;
+}
+
 bool router_reader_eof(router_reader_t *rd, uint64_t off)
 {
 	uint64_t so;

@@ -2,7 +2,8 @@
 # Interrupts: Ctrl-C (SIGINT) ends a cat parked at the start of an empty stream, a
 # cat parked in read, and a parked writer, promptly; the writer's write()
 # count stays exact.  SIGTERM to the daemon answers parked requests (reads
-# EOF, writes what was consumed), exits 0 and leaves no mount.
+# ENOTCONN for a stream that had not ended, writes what was consumed),
+# exits 0 and leaves no mount.
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/fs/common.sh"
 
@@ -80,7 +81,7 @@ log "broadcast writer stopped after $written bytes; both ranks exact"
 
 # SIGTERM with a parked reader and a parked writer
 run_job term 1 sh -c "echo hi; $(gate never)"
-cat "$MNT/term/0/stdout" >"$T/term.out" &
+cat "$MNT/term/0/stdout" >"$T/term.out" 2>"$T/term.err" &
 C=$!
 track $C
 wait_for 5 file_has "$T/term.out" hi || fail "term cat"
@@ -92,7 +93,12 @@ sleep 0.5
 kill -0 $C || fail "reader ended early"
 stop_daemon
 wait_for 5 finished $C || fail "parked reader not answered at SIGTERM"
-assert_eq "reader status at SIGTERM (EOF)" 0 "$(rc_of $C)"
+# not end of file: the job still runs (its forwarder resumes with the
+# next daemon), and a reader must not take a cut-off stream for a whole
+# one (cat 'succeeded' with half the output)
+assert_eq "reader status at SIGTERM (cut off, an error)" 1 "$(rc_of $C)"
+grep -q "Transport endpoint is not connected" "$T/term.err" || fail "reader at SIGTERM: $(cat "$T/term.err")"
+assert_eq "what the reader had" hi "$(cat "$T/term.out")"
 wait_for 5 finished $W || fail "parked writer not answered at SIGTERM"
 
 # umount with a reader open: plain unmount is refused (busy), nothing
