@@ -100,5 +100,28 @@ with open(sys.argv[1], "rb") as f:
             sys.exit("mmap: %s" % e)
     assert f.read(6) == b"first ", "read after mmap"
 PY
+
+# grep -r over a job (docs/filesystem.md, Limits): GNU grep opens what it
+# finds O_NONBLOCK, so on a running job every match of what the streams
+# hold so far, one EAGAIN message per live stream, exit 2 (-s: no
+# messages); on the ended job every match and exit 0, nothing else.
+run_job gr 2 sh -c "echo needle \$IOFS_RANK; $(gate gr-go)"
+wait_for 10 size_is "$MNT/gr/1/stdout" 9 || fail "gr: no output"
+rc=0
+timeout 10 grep -r needle "$MNT/gr" >"$T/gr.out" 2>"$T/gr.err" || rc=$?
+assert_eq "grep -r of a running job: status" 2 "$rc"
+assert_eq "grep -r of a running job: matches" 4 "$(wc -l <"$T/gr.out")"
+grep -q "gr/0/stdout: Resource temporarily unavailable" "$T/gr.err" || fail "grep -r: $(cat "$T/gr.err")"
+rc=0
+timeout 10 grep -rs needle "$MNT/gr" >"$T/gr.out" 2>"$T/gr.err" || rc=$?
+assert_eq "grep -rs: status" 2 "$rc"
+assert_eq "grep -rs: matches" 4 "$(wc -l <"$T/gr.out")"
+[ ! -s "$T/gr.err" ] || fail "grep -rs said: $(cat "$T/gr.err")"
+touch "$T/gr-go"
+wait_for 20 exited "$MNT/gr/info" || fail "gr did not end"
+rc=0
+timeout 10 grep -r needle "$MNT/gr" >"$T/gr.out" 2>"$T/gr.err" || rc=$?
+assert_eq "grep -r of the ended job: status ($(cat "$T/gr.err"))" 0 "$rc"
+assert_eq "grep -r of the ended job: matches" 4 "$(wc -l <"$T/gr.out")"
 stop_daemon
 log "ok"
