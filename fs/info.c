@@ -61,12 +61,17 @@ static void info_format(router_job_t *job, uint32_t rank,
 	else
 		out_printf(o, "ranks: %" PRIu32 "\njob_size: %" PRIu32 "\n",
 			   st->ranks, st->job_size);
+	bool running = st->state == ROUTER_STATE_RUNNING;
+	char status[16] = ""; /* none yet while it runs */
+
+	if (!running)
+		snprintf(status, sizeof(status), "%d", st->exit_status);
 	out_printf(
 	    o,
 	    "state: %s\n"
 	    "pid: %" PRId64 "\n"
 	    "host: %s\n"
-	    "exit_status: %d\n"
+	    "exit_status: %s\n"
 	    "uid: %" PRIu32 "\n"
 	    "gid: %" PRIu32 "\n"
 	    "stdout_bytes: %" PRIu64 "\n"
@@ -82,7 +87,7 @@ static void info_format(router_job_t *job, uint32_t rank,
 	    "stdin_discarded: %" PRIu64 "\n"
 	    "stdin_unacked: %" PRIu64 "\n",
 	    router_state_name(st->state), is_rank ? st->pid : (int64_t)-1,
-	    is_rank && st->host ? st->host : "", st->exit_status, st->uid,
+	    is_rank && st->host ? st->host : "", status, st->uid,
 	    st->gid, st->stdout_bytes, st->stderr_bytes, st->stdin_bytes,
 	    st->stdout_xoff, st->stdout_xon, st->stderr_xoff, st->stderr_xon,
 	    st->stdin_xoff, st->stdin_xon, st->dropped_bytes,
@@ -92,7 +97,8 @@ static void info_format(router_job_t *job, uint32_t rank,
 		out_printf(o,
 			   "link: %s\npath: %s\nreconnects: %" PRIu64
 			   "\nbytes_replayed: %" PRIu64 "\n",
-			   st->link == ROUTER_LINK_UP ||
+			   !running ? "none" /* ended: nothing to link */
+			   : st->link == ROUTER_LINK_UP ||
 				   st->link == ROUTER_LINK_HANDOVER
 			       ? "connected"
 			   : st->link == ROUTER_LINK_WAITING ? "reconnecting"

@@ -107,6 +107,14 @@ PY
 # messages); on the ended job every match and exit 0, nothing else.
 run_job gr 2 sh -c "echo needle \$IOFS_RANK; $(gate gr-go)"
 wait_for 10 size_is "$MNT/gr/1/stdout" 9 || fail "gr: no output"
+# info while it runs: no exit status yet, linked; once ended: its status
+# and no link (found confusing by hand: "exit_status: 0" while running)
+assert_eq "running: exit_status" "" "$(info_get "$MNT/gr/0/info" exit_status)"
+assert_eq "running: job exit_status" "" "$(info_get "$MNT/gr/info" exit_status)"
+assert_eq "running: link" connected "$(info_get "$MNT/gr/0/info" link)"
+for f in "$MNT/gr/0/info" "$MNT/gr/info"; do
+	assert_eq "st_size of $f (running)" "$(timeout 5 cat "$f" | wc -c)" "$(stat -c %s "$f")"
+done
 rc=0
 timeout 10 grep -r needle "$MNT/gr" >"$T/gr.out" 2>"$T/gr.err" || rc=$?
 assert_eq "grep -r of a running job: status" 2 "$rc"
@@ -123,5 +131,10 @@ rc=0
 timeout 10 grep -r needle "$MNT/gr" >"$T/gr.out" 2>"$T/gr.err" || rc=$?
 assert_eq "grep -r of the ended job: status ($(cat "$T/gr.err"))" 0 "$rc"
 assert_eq "grep -r of the ended job: matches" 4 "$(wc -l <"$T/gr.out")"
+assert_eq "ended: exit_status" 0 "$(info_get "$MNT/gr/0/info" exit_status)"
+assert_eq "ended: link" none "$(info_get "$MNT/gr/0/info" link)"
+for f in "$MNT/gr/0/info" "$MNT/gr/info"; do
+	assert_eq "st_size of $f (ended)" "$(timeout 5 cat "$f" | wc -c)" "$(stat -c %s "$f")"
+done
 stop_daemon
 log "ok"
