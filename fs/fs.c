@@ -119,6 +119,7 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 	router_job_owner(in->job, &uid, &gid);
 	st->st_uid = uid;
 	st->st_gid = gid;
+
 	switch (in->kind) {
 	case FS_K_JOB:
 	case FS_K_RANK:
@@ -171,6 +172,8 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 	case FS_K_ROOT:
 		break;
 	}
+	if (router_job_private(in->job)) /* the owner's umask denied its group */
+		st->st_mode &= ~(mode_t)0070;
 }
 
 /* ------------------------------------------------------------------------ */

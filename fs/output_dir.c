@@ -91,6 +91,9 @@ static int od_open(struct output_dir *od, struct od_stream *s, bool truncate,
 	if (!job)
 		return -ENOENT;
 	router_job_owner(job, &uid, &gid);
+	/* as on the mount: no group access if the owner's umask says so */
+	mode_t dmode = router_job_private(job) ? 0700 : 0750;
+	mode_t fmode = router_job_private(job) ? 0600 : 0640;
 	while (od->nopen >= OUTPUT_DIR_MAX_FDS) {
 		TAILQ_FOREACH_REVERSE(last, &od->streams, od_stream_list, link)
 		if (last->fd >= 0)
@@ -100,17 +103,17 @@ static int od_open(struct output_dir *od, struct od_stream *s, bool truncate,
 		od_close(od, last);
 	}
 	snprintf(rank, sizeof(rank), "%" PRIu32, s->rank);
-	nsfd = safe_dir_open(od->dirfd, s->nspace, uid, gid, 0750, why,
+	nsfd = safe_dir_open(od->dirfd, s->nspace, uid, gid, dmode, why,
 			     whylen);
 	if (nsfd < 0)
 		return nsfd;
-	rkfd = safe_dir_open(nsfd, rank, uid, gid, 0750, why, whylen);
+	rkfd = safe_dir_open(nsfd, rank, uid, gid, dmode, why, whylen);
 	close(nsfd);
 	if (rkfd < 0)
 		return rkfd;
 	s->fd = safe_file_open(
 	    rkfd, s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr",
-	    O_WRONLY | O_NONBLOCK, 0640, truncate, uid, gid, why, whylen);
+	    O_WRONLY | O_NONBLOCK, fmode, truncate, uid, gid, why, whylen);
 	close(rkfd);
 	if (s->fd < 0)
 		return s->fd;

@@ -33,6 +33,7 @@ struct rrank {
 struct rjob {
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t uid, gid;
+	bool private_job;
 	struct rrank *ranks;
 	size_t n, cap;
 };
@@ -84,7 +85,7 @@ static struct rrank *rank_add(struct rjob *jb, uint32_t id)
 	return &jb->ranks[jb->n++];
 }
 
-/* `state`: uid, gid, and "rank: ID STATE STATUS" lines.  A job without one
+/* `state`: uid, gid, private, and "rank: ID STATE STATUS" lines.  A job without one
  * (its storage never opened far enough) or still "running" then: lost. */
 static int parse_state(struct rjob *jb, char *text)
 {
@@ -101,6 +102,8 @@ static int parse_state(struct rjob *jb, char *text)
 			jb->uid = (uint32_t)a;
 		else if (sscanf(l, "gid: %llu", &a) == 1 && a <= UINT32_MAX)
 			jb->gid = (uint32_t)a;
+		else if (sscanf(l, "private: %llu", &a) == 1)
+			jb->private_job = a != 0;
 		else if (sscanf(l, "rank: %llu %15s %d", &a, st, &status) == 3 &&
 			 a <= ROUTER_RANK_MAX) {
 			rr = rank_add(jb, (uint32_t)a);
@@ -188,7 +191,8 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 			bool keep_running, router_job_t **out)
 {
 	struct router_rank_info info = {.pid = -1, .uid = jb->uid,
-					.gid = jb->gid};
+					.gid = jb->gid,
+					.private_job = jb->private_job};
 	router_job_t *job;
 	size_t i;
 	int rc = 0;

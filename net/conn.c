@@ -300,6 +300,8 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 					.host = c->host,
 					.uid = c->uid,
 					.gid = c->gid,
+					.private_job = (c->hello_flags &
+							PROTO_HELLO_F_PRIVATE) != 0,
 					.job_size = c->job_size,
 					.dirs = c->dirs,
 					.requested = c->requested};

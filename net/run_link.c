@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -27,6 +28,17 @@
 #include "net/framer.h"
 #include "net/net_i.h"
 #include "net/run_i.h"
+
+/* Does our umask deny the group reading what we create (077, 027)?  Then
+ * the job's files under the mount are ours only (PROTO_HELLO_F_PRIVATE),
+ * as the files we would have written ourselves. */
+static bool run_private(void)
+{
+	mode_t m = umask(0);
+
+	umask(m);
+	return (m & S_IRGRP) != 0;
+}
 
 static int wait_fd(int fd, short events, int64_t deadline)
 {
@@ -263,7 +275,8 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 	    .hello = {.version = version,
 		      .flags = PROTO_HELLO_F_NAME |
 			       (resume ? PROTO_HELLO_F_RESUME : 0) |
-			       (offer ? PROTO_HELLO_F_HANDOVER : 0),
+			       (offer ? PROTO_HELLO_F_HANDOVER : 0) |
+			       (run_private() ? PROTO_HELLO_F_PRIVATE : 0),
 		      .cred = version >= 3 ? cred : NULL,
 		      .cred_len = cred && version >= 3 ? strlen(cred) : 0,
 		      .rank_base = l->o->rank_base,

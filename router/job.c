@@ -105,6 +105,7 @@ static router_job_t *job_new(router_t *r, const char *nspace,
 	if (info) { /* the owner is fixed here, for the job's life */
 		job->uid = info->uid;
 		job->gid = info->gid;
+		job->private_job = info->private_job;
 		job->owner_set = true;
 	}
 	job->r = r;
@@ -391,6 +392,7 @@ static router_rank_t *rank_new(router_job_t *job, uint32_t id,
 		if (job->nranks == 1) {
 			job->uid = info->uid;
 			job->gid = info->gid;
+			job->private_job = info->private_job;
 			/* a failure only makes the per-uid count low */
 			job->owner_counted =
 			    uidmap_add(&r->uid_jobs, job->uid, 0, 1) == 0;
@@ -788,4 +790,9 @@ void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid)
 {
 	*uid = job->uid;
 	*gid = job->gid;
+}
+
+bool router_job_private(const router_job_t *job)
+{
+	return job->private_job;
 }

@@ -105,6 +105,7 @@ struct router_job {
 	uint32_t running; /* ranks in state RUNNING */
 	uint32_t uid, gid, job_size;
 	bool owner_set;		/* uid/gid fixed (a registration named them) */
+	bool private_job;	/* ... and no group access, with them */
 	char *requested;	/* owned; NULL = same as nspace */
 	uint64_t owner_refused; /* other uids refused (join, replace) */
 	char *notes[ROUTER_NOTES_MAX]; /* owned; router_job_note() */

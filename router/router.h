@@ -319,6 +319,8 @@ struct router_rank_info {
 	int64_t pid;           /* -1 if unknown */
 	const char *host;      /* copied; NULL = ""; router_text_valid() */
 	uint32_t uid, gid;     /* the job's owner: fixed when it is created */
+	bool private_job;      /* its files the owner's only (no group), fixed
+	                        * with the owner (the forwarder's umask) */
 	/* The name the run asked for when the daemon gave it another one
 	 * (docs/filesystem.md, "Job names"); NULL = the nspace itself. */
 	const char *requested;
@@ -457,6 +459,8 @@ size_t router_job_rank_count(const router_job_t *job);
 /* The job's owner (set by its first rank), in O(1): for getattr, where
  * router_job_stats() (O(ranks)) would be too slow for big jobs. */
 void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid);
+/* The owner asked for no group access (router_rank_info.private_job). */
+bool router_job_private(const router_job_t *job);
 /* Jobs in the registry (running or complete) owned by @uid.  O(1). */
 size_t router_uid_jobs(router_t *r, uint32_t uid);
 router_rank_t *router_job_rank_at(const router_job_t *job, size_t i);

@@ -29,8 +29,8 @@ void job_state_save(router_job_t *job)
 		return;
 	}
 	len = snprintf(text, cap, "uid: %" PRIu32 "\ngid: %" PRIu32
-			     "\nstate: %s\n",
-		       job->uid, job->gid,
+			     "\nprivate: %d\nstate: %s\n",
+		       job->uid, job->gid, job->private_job ? 1 : 0,
 		       !job->complete	? "running"
 		       : job->any_lost	? "lost"
 					: "exited");

@@ -39,6 +39,10 @@ if as_other cat "$MNT/nj/0/stdin" 2>/dev/null; then fail "another user opened no
 if as_other cat "$MNT/nj/0/stdout" 2>"$T/err"; then fail "another user read nobody's stdout"; fi
 grep -q "Permission denied" "$T/err" || fail "other read: $(cat "$T/err")"
 if as_other rmdir "$MNT/nj" 2>/dev/null; then fail "another user removed nobody's job"; fi
+# the owner's group reads (umask 022 here), and only reads
+as_group() { setpriv --reuid=daemon --regid="$NOGROUP" --clear-groups -- "$@"; }
+assert_eq "a user of the owner's group reads" mine "$(as_group timeout 5 head -n 1 "$MNT/nj/0/stdout")"
+if as_group sh -c "echo x > $MNT/nj/0/stdin" 2>/dev/null; then fail "the owner's group wrote its stdin"; fi
 # owner cannot remove a running job
 if as_nobody rmdir "$MNT/nj" 2>"$T/err"; then fail "rmdir of a running job succeeded"; fi
 grep -q "busy" "$T/err" || fail "rmdir running: $(cat "$T/err")"
@@ -69,6 +73,33 @@ wait_for 10 test -d "$MNT/nin2/0" || fail "nobody's second stdin job did not app
 as_nobody sh -c ": > $MNT/nin2/0/stdin" || fail "': >' of stdin failed"
 wait_for 10 exited "$MNT/nin2/0/info" || fail "': > stdin' did not send EOF"
 assert_eq "': >' sends EOF" eof2 "$(timeout 5 cat "$MNT/nin2/0/stdout")"
+# a job run under umask 077 is its owner's only: no group bits, a user of
+# the owner's group is refused (found by a new-user pass: on a cluster
+# where everyone's primary group is "users", everyone read everyone's
+# jobs); so it stays after a restart (the spool records it)
+as_nobody sh -c "umask 077; exec '$IOFS_RUN' --connect '$ADDR' --nspace pj -n 1 -- sh -c 'echo private; $(gate pjend)'" \
+	>"$T/pj.out" 2>"$T/pj.err" &
+track $!
+wait_for 10 test -e "$MNT/pj/0/stdout" || fail "the private job did not appear: $(cat "$T/pj.err")"
+check_private() {
+	assert_eq "private: stdout mode $1" 400 "$(stat -c %a "$MNT/pj/0/stdout")"
+	assert_eq "private: stdin mode $1" 600 "$(stat -c %a "$MNT/pj/0/stdin")"
+	assert_eq "private: info mode $1" 400 "$(stat -c %a "$MNT/pj/info")"
+	assert_eq "private: dirs $1" "700 700" "$(stat -c %a "$MNT/pj" "$MNT/pj/0" | tr '\n' ' ' | sed 's/ $//')"
+	assert_eq "private: the owner reads $1" private "$(as_nobody timeout 5 head -n 1 "$MNT/pj/0/stdout")"
+	if as_group cat "$MNT/pj/0/stdout" 2>"$T/err"; then fail "a user of the owner's group read a umask-077 job $1"; fi
+	grep -q "Permission denied" "$T/err" || fail "group read $1: $(cat "$T/err")"
+	if as_group cat "$MNT/pj/stdout" 2>/dev/null; then fail "the group read a private merged view $1"; fi
+	if as_group ls "$MNT/pj" 2>/dev/null; then fail "the group listed a private job $1"; fi
+}
+check_private "(running)"
+touch "$T/pjend"
+wait_for 10 exited "$MNT/pj/info" || fail "the private job did not end"
+check_private "(ended)"
+stop_daemon
+start_daemon
+wait_for 10 test -e "$MNT/pj/0/stdout" || fail "the private job was not restored"
+check_private "(restored)"
 touch "$T/end"
 stop_daemon
 log "ok"
