@@ -113,9 +113,9 @@ enum {
 	 * frames as before. */
 	PROTO_HELLO_F_HANDOVER = 1u << 2,
 	/* The job's files are its owner's only, no group access: the
-	 * forwarder's umask denies its group reading (077, 027: no; 022,
-	 * 002: the group reads).  Fixed by the HELLO that creates the job;
-	 * an older daemon ignores it (group-readable). */
+	 * forwarder's umask denies its group reading (077, 047: private;
+	 * 027, 022, 002: the group reads).  Fixed by the HELLO that creates
+	 * the job; an older daemon ignores it (group-readable). */
 	PROTO_HELLO_F_PRIVATE = 1u << 3,
 };
 /* WELCOME flags */

@@ -29,9 +29,9 @@
 #include "net/net_i.h"
 #include "net/run_i.h"
 
-/* Does our umask deny the group reading what we create (077, 027)?  Then
- * the job's files under the mount are ours only (PROTO_HELLO_F_PRIVATE),
- * as the files we would have written ourselves. */
+/* Does our umask deny the group reading what we create (its 040 bit, as
+ * in 077)?  Then the job's files under the mount are ours only
+ * (PROTO_HELLO_F_PRIVATE), as the files we would have written ourselves. */
 static bool run_private(void)
 {
 	mode_t m = umask(0);
