@@ -85,8 +85,9 @@ static struct rrank *rank_add(struct rjob *jb, uint32_t id)
 	return &jb->ranks[jb->n++];
 }
 
-/* `state`: uid, gid, private and "rank: ID STATE STATUS" lines.  A job without one
- * (its storage never opened far enough) or still "running" then: lost. */
+/* `state`: uid, gid, private and "rank: ID STATE STATUS" lines.  A job
+ * without one (its storage never opened far enough) or still "running"
+ * then: lost. */
 static int parse_state(struct rjob *jb, char *text)
 {
 	char *save = NULL;
