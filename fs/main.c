@@ -282,6 +282,23 @@ static int daemonize(int *ready_fd)
 	return 0;
 }
 
+/* Background mode, on the starting terminal before it lets go: where it
+ * is, where forwarders find it, where its messages will go. */
+static void tell_started(const struct daemon_options *o)
+{
+	fprintf(stderr, "iofs: mounted %s; forwarders connect to ",
+		o->mountpoint_abs);
+	for (size_t i = 0; i < (o->nlisten ? o->nlisten : 1); i++)
+		fprintf(stderr, "%s%s", i ? ", " : "",
+			o->nlisten ? o->listen[i] : net_default_addr());
+	fprintf(stderr, "\n");
+	if (access("/dev/log", W_OK) != 0)
+		fprintf(stderr,
+			"iofs: no syslog here (/dev/log: %s): its messages "
+			"are lost; run it with -f to see them\n",
+			strerror(errno));
+}
+
 static void report_ready(struct daemon *d, int *ready_fd, unsigned char st)
 {
 	int nul;
@@ -438,6 +455,8 @@ int main(int argc, char **argv)
 	if (start_listeners(&d, err, sizeof(err)) < 0)
 		goto out_fail;
 	iofs_logf(d.log, LOG_INFO, NULL, "mounted %s", o.mountpoint_abs);
+	if (!o.foreground)
+		tell_started(&o);
 	report_ready(&d, &ready_fd, 0);
 
 	struct loop_poll lp;
