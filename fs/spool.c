@@ -471,6 +471,13 @@ static ssize_t spool_append_ref(void *h, const struct router_store_ref *ref)
 	return spool_mview_append_ref(h, ref);
 }
 
+static uint64_t spool_disk_bytes(void *h)
+{
+	struct spool_file *f = h;
+
+	return f->mv ? spool_mview_disk(f) : f->end;
+}
+
 void spool_close(void *h, bool discard)
 {
 	struct spool_file *f = h;
@@ -497,6 +504,7 @@ static const struct router_store_ops spool_ops = {
 	.held_from = spool_held_from,
 	.append_ref = spool_append_ref,
 	.splice_in = spool_splice_in,
+	.disk_bytes = spool_disk_bytes,
 };
 
 const struct router_store_ops *spool_store_ops(void)

@@ -106,6 +106,8 @@ ssize_t spool_mview_read(struct spool_file *f, uint64_t off, void *buf,
 			 size_t n);
 void spool_mview_drop(struct spool_file *f, uint64_t to);
 uint64_t spool_mview_held_from(struct spool_file *f);
+/* What the view's files take: its index and its literal bytes. */
+uint64_t spool_mview_disk(const struct spool_file *f);
 void spool_mview_close(struct spool_file *f, bool discard);
 
 #endif /* IOFS_FS_SPOOL_I_H */

@@ -30,6 +30,12 @@
 
 #define MV_MAGIC "IOFSMV1\n"
 #define MV_HDR 64u
+/* The index's first block (the header, the first records) stays. */
+#define MV_IDX_KEEP 4096u
+/* A tag is written again once this far behind the literal file's end, so
+ * that the records after a cap's cut never name a tag in the part of the
+ * literal file the cut punched out. */
+#define MV_TAG_REFRESH (1u << 20)
 #define MV_RBUF (64u << 10) /* rank bytes read at a time */
 #define MV_TAG_MAX 512u
 #define MV_WALK 128u /* records read at a time by held_from() */
@@ -60,6 +66,12 @@ struct spool_mview {
 	uint64_t size; /* view bytes */
 	uint64_t lit_end;
 	uint64_t drop_to, valid_from;
+	/* [MV_IDX_KEEP, punched) of the index is a hole: the records of
+	 * what no longer holds its rank bytes (below valid_from), punched
+	 * so that the caps' eviction of the ranks frees the view's disk
+	 * too (spool_mview_disk()); never read again. */
+	uint64_t punched;
+	uint64_t lit_punched; /* [0, lit_punched) of <ch>.lit: a hole */
 	uint64_t tag_off; /* the last tag written */
 	uint32_t taglen;
 	char tag[MV_TAG_MAX];
@@ -72,6 +84,8 @@ struct spool_mview {
 	uint64_t rtag_off;
 	uint32_t rtag_len;
 };
+
+static void view_punch(struct spool_file *f);
 
 static uint32_t rec_check(const struct mv_rec *r)
 {
@@ -174,6 +188,14 @@ static int mview_load(struct spool_file *f)
 	mv->n = n;
 	mv->size = n ? r.moff + r.mlen : 0;
 	mv->valid_from = mv->drop_to;
+	/* an earlier life's punched prefix (SEEK_DATA: whole blocks) */
+	off_t data = lseek(f->fd, MV_IDX_KEEP, SEEK_DATA);
+	mv->punched = data > (off_t)MV_IDX_KEEP
+			  ? (uint64_t)data & ~(uint64_t)(MV_IDX_KEEP - 1)
+			  : MV_IDX_KEEP;
+	data = mv->lit_end ? lseek(mv->lfd, 0, SEEK_DATA) : 0;
+	mv->lit_punched = data > 0 ? (uint64_t)data & ~(uint64_t)(MV_IDX_KEEP - 1)
+				   : 0;
 	return 0;
 }
 
@@ -191,8 +213,10 @@ int spool_mview_open(struct spool_job *j, int ci, bool create,
 	spool_file_pin(f); /* its records are read by offset all the time */
 	f->ci = ci;
 	f->mv = calloc(1, sizeof(*f->mv));
-	if (f->mv)
+	if (f->mv) {
 		f->mv->lfd = -1;
+		f->mv->punched = MV_IDX_KEEP;
+	}
 	if (!f->mv || !(f->mv->rbuf = malloc(MV_RBUF))) {
 		rc = -ENOMEM;
 		goto fail;
@@ -314,7 +338,8 @@ ssize_t spool_mview_append_ref(struct spool_file *f,
 	r.plen = (uint32_t)len;
 	r.taglen = (uint32_t)ref->taglen;
 	newtag = ref->taglen && (mv->taglen != ref->taglen ||
-				 memcmp(mv->tag, ref->tag, ref->taglen) != 0);
+				 memcmp(mv->tag, ref->tag, ref->taglen) != 0 ||
+				 mv->lit_end - mv->tag_off > MV_TAG_REFRESH);
 	r.tag_off = newtag ? mv->lit_end + len : mv->tag_off;
 	if (newtag && iov_is(ref->lit, ref->nlit, ref->tag, ref->taglen)) {
 		r.tag_off = r.lit_off; /* the prefix is the tag: once */
@@ -449,9 +474,21 @@ static int cur_load(struct spool_file *f, uint64_t i)
 }
 
 /* The record holding view offset @off (< size). */
+/* The first record not in the punched prefix. */
+static uint64_t rec_first(const struct spool_mview *mv)
+{
+	/* record i is [MV_HDR + 64 i, MV_HDR + 64 (i + 1)): the one at
+	 * @punched is the first after the hole */
+	uint64_t i = mv->punched > MV_IDX_KEEP
+			 ? (mv->punched - MV_HDR) / sizeof(struct mv_rec)
+			 : 0;
+
+	return i < mv->n ? i : 0;
+}
+
 static uint64_t rec_find(struct spool_file *f, uint64_t off)
 {
-	uint64_t lo = 0, hi = f->mv->n;
+	uint64_t lo = rec_first(f->mv), hi = f->mv->n;
 	struct mv_rec r;
 
 	while (hi - lo > 1) {
@@ -526,12 +563,54 @@ void spool_mview_drop(struct spool_file *f, uint64_t to)
 	if (to <= mv->drop_to)
 		return;
 	mv->drop_to = to;
-	if (to > mv->valid_from)
+	if (to > mv->valid_from) {
 		mv->valid_from = to;
+		view_punch(f);
+	}
 	if (pwrite(f->fd, &to, sizeof(to), 8) != (ssize_t)sizeof(to))
 		spool_log(f->j->sp, f->j->name, "merged view: eviction not "
 						"recorded (a restart shows "
 						"those bytes again)");
+}
+
+static bool punch(int fd, uint64_t *done, uint64_t to)
+{
+	to &= ~(uint64_t)(MV_IDX_KEEP - 1); /* whole blocks */
+	if (to <= *done)
+		return true;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)*done, (off_t)(to - *done)) != 0)
+		return false;
+	*done = to;
+	return true;
+}
+
+/* Free what the view no longer shows (below valid_from), whole blocks:
+ * the index's records before the one holding valid_from, and the literal
+ * bytes before that record's (its tag included: records name ever later
+ * literal bytes and tags, MV_TAG_REFRESH). */
+static void view_punch(struct spool_file *f)
+{
+	struct spool_mview *mv = f->mv;
+	struct mv_rec r;
+	uint64_t i, lit;
+
+	if (f->j->sp->no_punch || !mv->n)
+		return;
+	/* all of it cut: all but the last record (a restart finds the view's
+	 * size in it) */
+	i = mv->valid_from >= mv->size ? mv->n - 1
+				       : rec_find(f, mv->valid_from);
+	if (rec_read(f, i, &r) < 0 || r.check != rec_check(&r))
+		return;
+	lit = r.lit_off;
+	if (r.taglen && r.tag_off < lit)
+		lit = r.tag_off;
+	if (!punch(f->fd, &mv->punched, MV_HDR + i * sizeof(r)) ||
+	    !punch(mv->lfd, &mv->lit_punched, lit))
+		spool_log(f->j->sp, f->j->name,
+			  "merged view: cannot free what a cap cut (its disk "
+			  "space stays until the job is removed)");
 }
 
 /* The first view byte whose pieces all still hold their rank bytes: walk
@@ -572,9 +651,20 @@ uint64_t spool_mview_held_from(struct spool_file *f)
 		i += cnt;
 	}
 	free(rs);
-	if (v > mv->valid_from)
+	if (v > mv->valid_from) {
 		mv->valid_from = v;
+		view_punch(f);
+	}
 	return mv->valid_from;
+}
+
+uint64_t spool_mview_disk(const struct spool_file *f)
+{
+	const struct spool_mview *mv = f->mv;
+	uint64_t idx = MV_HDR + mv->n * sizeof(struct mv_rec);
+
+	return idx - (mv->punched > MV_IDX_KEEP ? mv->punched - MV_IDX_KEEP : 0) +
+	       mv->lit_end - mv->lit_punched;
 }
 
 void spool_mview_close(struct spool_file *f, bool discard)

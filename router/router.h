@@ -193,6 +193,11 @@ struct router_store_ops {
 	 * this store cannot take bytes from a pipe (nothing moved either
 	 * way), other -errno. */
 	ssize_t (*splice_in)(void *h, int fd, void *buf, size_t n);
+	/* Optional, merged views stored by reference (append_ref): the bytes
+	 * @h takes on disk (its index and literal bytes), which the caps
+	 * count instead of the view's size: a view of short tagged lines is
+	 * many times the rank bytes it names, and costs a fraction of them. */
+	uint64_t (*disk_bytes)(void *h);
 };
 
 /*

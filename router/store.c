@@ -109,7 +109,8 @@ static struct stream *job_largest(router_job_t *job)
 		for (int ci = 0; ci < CI_N; ci++) {
 			s = i < job->nranks ? &job->ranks[i]->ch[ci].s
 					    : &job->m[ci].s;
-			e = stream_store_evictable(s);
+			e = stream_store_by_ref(s) ? 0
+						   : stream_store_evictable(s);
 			if (e > most) {
 				most = e;
 				best = s;

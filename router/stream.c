@@ -37,11 +37,31 @@ static void store_unwait(struct stream *s)
 	}
 }
 
-/* What the store holds changed by @delta bytes. */
+bool stream_store_by_ref(const struct stream *s)
+{
+	return s->rank == ROUTER_RANK_WILDCARD && s->r->store->disk_bytes &&
+	       s->r->store->append_ref;
+}
+
+/* What the store holds changed by @delta bytes (for a view stored by
+ * reference: whatever its files take now). */
 static void store_account(struct stream *s, int64_t delta)
 {
+	if (stream_store_by_ref(s))
+		delta = s->store ? (int64_t)(s->r->store->disk_bytes(s->store) -
+					     s->charged)
+				 : 0;
+	s->charged += (uint64_t)delta;
 	s->job->store_bytes += (uint64_t)delta;
 	s->r->store_used += (uint64_t)delta;
+}
+
+/* The store is gone: nothing counted for it any more. */
+static void store_uncharge(struct stream *s)
+{
+	s->job->store_bytes -= s->charged;
+	s->r->store_used -= s->charged;
+	s->charged = 0;
 }
 
 uint64_t stream_store_held(const struct stream *s)
@@ -64,7 +84,7 @@ void stream_destroy(struct stream *s)
 	if (s->rank == ROUTER_RANK_WILDCARD)
 		mrec_free((struct merged *)s);
 	stream_flow_release(s);
-	store_account(s, -(int64_t)stream_store_held(s));
+	store_uncharge(s);
 	s->store_start = s->stored;
 	if (s->store) {
 		s->r->store->close(s->store, s->job->store_discard);
@@ -414,9 +434,9 @@ uint64_t stream_store_evict(struct stream *s, uint64_t to)
 	/* what the ring does not hold any more is gone */
 	count_lost(s, from, to < s->start ? to : s->start);
 	s->store_start = to;
-	store_account(s, -(int64_t)(to - from));
 	if (s->store && s->r->store->drop)
 		s->r->store->drop(s->store, to);
+	store_account(s, -(int64_t)(to - from)); /* after: what it freed */
 	if (s->rank != ROUTER_RANK_WILDCARD) /* mrec_follow() */
 		s->job->m[s->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR]
 		    .follow = true;

@@ -93,6 +93,9 @@ struct stream {
 	uint64_t stored;   /* bytes appended to the store: [0, stored) */
 	uint64_t store_start; /* a cap evicted [0, store_start) from it */
 	uint64_t spliced;  /* stored by stream_splice(), not appended yet */
+	uint64_t charged;  /* what it counts in job->store_bytes and
+			    * r->store_used: its held bytes, or for a view
+			    * stored by reference its disk_bytes() */
 	bool store_failed; /* given up: no more appends to it */
 	bool store_full;   /* on r->store_wait: retried by the timer */
 	bool store_warned; /* "holding its producer back" logged */
@@ -137,6 +140,11 @@ uint64_t stream_store_evict(struct stream *s, uint64_t to);
  * need). */
 uint64_t stream_store_held(const struct stream *s);
 uint64_t stream_store_evictable(const struct stream *s);
+/* A merged view stored by reference (store ops append_ref and
+ * disk_bytes): it counts its files' bytes, not its size, and a job's or
+ * the spool's cap does not pick it: it follows its ranks' evictions
+ * (mrec_follow()); its own per-stream cap still cuts it. */
+bool stream_store_by_ref(const struct stream *s);
 /* The view's store no longer holds [store_start, @to) (a merged view
  * stored by reference whose ranks evicted): counted as dropped where the
  * ring does not hold them either. */

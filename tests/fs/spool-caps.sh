@@ -76,34 +76,54 @@ log "job cap 512K: $sb bytes kept, rank 0 dropped $d0, rank 1 every byte"
 assert_eq "s restored: dropped" "$d" "$(info_get "$MNT/s/0/info" dropped_bytes)"
 stop_daemon
 
-# 3. -o spool_max=4M: s and j (complete in earlier lives, ~1 MB) and two
-#    complete jobs (~1.2 MB each with their merged views) fit; a third
-#    (~1.8 MB) pushes the spool over: the oldest complete jobs go first
-#    (s, j, then o1), until it is 1/8 under the cap; o2 and o3 keep every
-#    byte.
+# 3. -o spool_max=4M: s and j (complete in earlier lives, ~0.75 MB) and
+#    two complete jobs (1.2 MB each; a merged view counts what its index
+#    files take, a few kB) fit; a third (1.8 MB) pushes the spool over:
+#    the oldest complete jobs go first (s, j, then o1), until it is 1/8
+#    under the cap; o2 and o3 keep every byte.
 start_daemon -o spool="$SP",window=$W,spool_max=4M,spool_max_job=none
 for ns in o1 o2; do
-	run_job $ns 1 "$PRODUCE" -n 600K -s 4
+	run_job $ns 1 "$PRODUCE" -n 1200K -s 4
 	wait_for 60 exited "$MNT/$ns/info" || fail "job $ns did not end"
 done
 o1=$(info_get "$MNT/o1/info" spool_bytes)
 [ "$(info_get "$MNT/o1/info" dropped_bytes)" = 0 ] || fail "o1 lost bytes before the cap was reached"
-run_job o3 1 "$PRODUCE" -n 900K -s 5
+run_job o3 1 "$PRODUCE" -n 1800K -s 5
 wait_for 60 exited "$MNT/o3/info" || fail "job o3 did not end"
 for ns in s j o1; do
 	[ "$(info_get "$MNT/$ns/info" spool_bytes)" -lt 16384 ] || fail "$ns kept $(info_get "$MNT/$ns/info" spool_bytes) bytes"
 done
-d=$(check_tail o1 0 stdout $((600 << 10)) 4)
-assert_eq "o1: all but the window dropped" $(((600 << 10) - W)) "$d"
+d=$(check_tail o1 0 stdout $((1200 << 10)) 4)
+assert_eq "o1: all but the window dropped" $(((1200 << 10) - W)) "$d"
 merged_exact o1
 for ns in o2 o3; do
 	assert_eq "$ns dropped" 0 "$(info_get "$MNT/$ns/info" dropped_bytes)"
 	assert_eq "$ns merged dropped" 0 "$(info_get "$MNT/$ns/info" merged_dropped_bytes)"
 done
-check_tail o3 0 stdout $((900 << 10)) 5 >/dev/null
+check_tail o3 0 stdout $((1800 << 10)) 5 >/dev/null
 total=$(du -sk "$SP" | cut -f1)
 [ "$total" -le $((4096 + 64)) ] || fail "spool takes $total kB > 4 MiB"
 log "total cap 4M: s, j and o1 evicted (o1 keeps its window), o2 ($o1 bytes) and o3 whole; spool $total kB"
+stop_daemon
+
+# 3b. Short lines under a job cap the rank fits in: the merged view is 9.5
+#     times the rank's bytes (the tags) but an index on disk; it counts
+#     that, nothing of it is cut, and it reads back whole, from its first
+#     line (found by hand: `yes | head -c 300M` under the default 1 GiB job
+#     cap lost 2.3 GB of the view, which began mid-line).
+start_daemon -o spool="$SP",window=$W,spool_max_job=8M,spool_max=none
+run_job y 1 sh -c "yes | head -c 6M"
+wait_for 60 exited "$MNT/y/info" || fail "job y did not end"
+assert_eq "y dropped" 0 "$(info_get "$MNT/y/info" dropped_bytes)"
+assert_eq "y merged dropped" 0 "$(info_get "$MNT/y/info" merged_dropped_bytes)"
+sb=$(info_get "$MNT/y/info" spool_bytes)
+[ "$sb" -ge $((6 << 20)) ] && [ "$sb" -le $((7 << 20)) ] || fail "y: spool_bytes $sb, not about the rank's 6 MiB"
+timeout 60 cat "$MNT/y/stdout" >"$T/y.merged" || fail "cat of y/stdout"
+assert_eq "y merged lines" $((3 << 20)) "$(wc -l <"$T/y.merged")"
+assert_eq "y merged: every line whole and tagged" 0 "$(grep -vcx '\[y,0\]<stdout>: y' "$T/y.merged")"
+[ "$(disk_kb y)" -le $((6144 + 512)) ] || fail "y: $(disk_kb y) kB on disk"
+log "short lines: the merged view ($(stat -c %s "$T/y.merged") bytes) whole under an 8M job cap; spool_bytes $sb, $(disk_kb y) kB on disk"
+rm -f "$T/y.merged"
 stop_daemon
 
 # 4. The default spool: on, under $IOFS_SPOOL_DIR, keyed by the mount;

@@ -169,9 +169,12 @@ static void job_cap_largest_first(void **state)
  * last window stays in memory), the next one keeps everything. */
 static void total_cap_oldest_complete_first(void **state)
 {
-	const uint64_t cap = 320 * 1024;
+	const uint64_t cap = 160 * 1024;
 	struct sp *s = sp_caps(0, 0, cap);
-	size_t n = 60000; /* 138 KB a job with its merged view */
+	size_t n = 60000; /* 60 KB a job: its merged view is an index of a
+			   * few hundred bytes, and counts that (found by
+			   * hand: it counted its tagged size, 10 x the rank
+			   * bytes for short lines, and was cut first) */
 	char *in = malloc(n), *out = malloc(n);
 	const char *names[3] = {"old", "mid", "new"};
 	struct router_stats st;
@@ -194,7 +197,7 @@ static void total_cap_oldest_complete_first(void **state)
 	for (size_t at = 0; at < n; at += 1000)
 		h_put(s->h, "new", 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0,
 		      NULL);
-	/* 414 KB > 320 KiB: "old" went, all of it but its ring (and the
+	/* 180 KB > 160 KiB: "old" went, all of it but its ring (and the
 	 * partial last block of each file, which the ring holds too) */
 	router_job_stats(job, &st);
 	assert_true(st.spool_bytes < 2 * ROUTER_STORE_ALIGN);
@@ -212,6 +215,49 @@ static void total_cap_oldest_complete_first(void **state)
 	assert_int_equal(st.dropped_bytes, 0);
 	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
 	assert_memory_equal(out, in, n);
+	free(in);
+	free(out);
+	sp_free(s);
+}
+
+/* A job of short lines under a job cap its rank fits in: the merged view
+ * (tagged, ten times the rank's bytes, stored as an index) counts what its
+ * files take, is not cut, and reads back whole; the job's spool_bytes is
+ * about the rank's bytes.  Found by hand: `yes | head -c 300M` with the
+ * default caps lost 2.3 GB of the view, which started mid-line. */
+static void short_lines_view_not_cut(void **state)
+{
+	const uint64_t cap = 192 * 1024;
+	struct sp *s = sp_caps(0, cap, 0);
+	size_t n = 100000, lines = n / 2, want, got;
+	char *in = malloc(n), *out;
+	struct router_stats st;
+	router_job_t *job;
+	const char *tag = "[yes,0]<stdout>: ";
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 2 ? '\n' : 'y';
+	want = lines * (strlen(tag) + 2);
+	out = malloc(want + 1);
+	h_reg(s->h, "yes", 0, 1);
+	for (size_t at = 0; at < n; at += 1000)
+		h_put(s->h, "yes", 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0,
+		      NULL);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	job = router_job_lookup(s->h->r, "yes");
+	router_job_stats(job, &st);
+	assert_true(want > 4 * cap); /* the view's size is far over the cap */
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.merged_dropped_bytes, 0);
+	assert_true(st.spool_bytes >= n);
+	assert_true(st.spool_bytes < n + n / 4);
+	got = read_all(job, ROUTER_RANK_WILDCARD, ROUTER_CH_STDOUT, out,
+		       want + 1);
+	assert_int_equal(got, want);
+	for (size_t l = 0; l < lines; l++)
+		assert_memory_equal(out + l * (strlen(tag) + 2),
+				    "[yes,0]<stdout>: y\n", strlen(tag) + 2);
 	free(in);
 	free(out);
 	sp_free(s);
@@ -271,6 +317,7 @@ int main(void)
 	    cmocka_unit_test(job_cap_largest_first),
 	    cmocka_unit_test(total_cap_oldest_complete_first),
 	    cmocka_unit_test(cap_spares_blocking_reader),
+	    cmocka_unit_test(short_lines_view_not_cut),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
