@@ -282,16 +282,10 @@ static int daemonize(int *ready_fd)
 	return 0;
 }
 
-/* Background mode, on the starting terminal before it lets go: where it
- * is, where forwarders find it, where its messages will go. */
-static void tell_started(const struct daemon_options *o)
+/* Background mode, on the starting terminal before it lets go: silent on
+ * success (as mount, sshfs), but not when its messages will go nowhere. */
+static void tell_started(void)
 {
-	fprintf(stderr, "iofs: mounted %s; forwarders connect to ",
-		o->mountpoint_abs);
-	for (size_t i = 0; i < (o->nlisten ? o->nlisten : 1); i++)
-		fprintf(stderr, "%s%s", i ? ", " : "",
-			o->nlisten ? o->listen[i] : net_default_addr());
-	fprintf(stderr, "\n");
 	if (access("/dev/log", W_OK) != 0)
 		fprintf(stderr,
 			"iofs: no syslog here (/dev/log: %s): its messages "
@@ -456,7 +450,7 @@ int main(int argc, char **argv)
 		goto out_fail;
 	iofs_logf(d.log, LOG_INFO, NULL, "mounted %s", o.mountpoint_abs);
 	if (!o.foreground)
-		tell_started(&o);
+		tell_started();
 	report_ready(&d, &ready_fd, 0);
 
 	struct loop_poll lp;
