@@ -474,8 +474,14 @@ static ssize_t spool_append_ref(void *h, const struct router_store_ref *ref)
 static uint64_t spool_disk_bytes(void *h)
 {
 	struct spool_file *f = h;
+	struct stat st;
 
-	return f->mv ? spool_mview_disk(f) : f->end;
+	if (f->mv)
+		return spool_mview_disk(f);
+	/* an earlier life's view, a plain file: its blocks */
+	return spool_file_fd(f) >= 0 && fstat(f->fd, &st) == 0
+		       ? (uint64_t)st.st_blocks * 512
+		       : 0;
 }
 
 void spool_close(void *h, bool discard)
