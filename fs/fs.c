@@ -119,7 +119,6 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 	router_job_owner(in->job, &uid, &gid);
 	st->st_uid = uid;
 	st->st_gid = gid;
-
 	switch (in->kind) {
 	case FS_K_JOB:
 	case FS_K_RANK:

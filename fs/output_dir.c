@@ -92,8 +92,8 @@ static int od_open(struct output_dir *od, struct od_stream *s, bool truncate,
 		return -ENOENT;
 	router_job_owner(job, &uid, &gid);
 	/* as on the mount: no group access if the owner's umask says so */
-	mode_t dmode = router_job_private(job) ? 0700 : 0750;
-	mode_t fmode = router_job_private(job) ? 0600 : 0640;
+	bool priv = router_job_private(job);
+	mode_t dmode = priv ? 0700 : 0750, fmode = priv ? 0600 : 0640;
 	while (od->nopen >= OUTPUT_DIR_MAX_FDS) {
 		TAILQ_FOREACH_REVERSE(last, &od->streams, od_stream_list, link)
 		if (last->fd >= 0)

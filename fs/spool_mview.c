@@ -473,7 +473,6 @@ static int cur_load(struct spool_file *f, uint64_t i)
 	return 0;
 }
 
-/* The record holding view offset @off (< size). */
 /* The first record not in the punched prefix. */
 static uint64_t rec_first(const struct spool_mview *mv)
 {
@@ -486,6 +485,7 @@ static uint64_t rec_first(const struct spool_mview *mv)
 	return i < mv->n ? i : 0;
 }
 
+/* The record holding view offset @off (< size). */
 static uint64_t rec_find(struct spool_file *f, uint64_t off)
 {
 	uint64_t lo = rec_first(f->mv), hi = f->mv->n;

@@ -21,8 +21,6 @@ static void stream_free(struct fs_stream *s)
 {
 	struct fs_parked *p;
 
-	/* before the router completes every stream (daemon_stop) */
-	s->cut = !router_reader_complete(s->rd);
 	while ((p = TAILQ_FIRST(&s->parked))) {
 		TAILQ_REMOVE(&s->parked, p, link);
 		fs_unpark(p);

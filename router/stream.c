@@ -714,7 +714,6 @@ static void reader_moved(router_reader_t *rd, uint64_t to)
 	stream_flow_check(rd->s);
 }
 
-/* Serve [so, ...) from the store, into the reader's own buffer. */
 /* A read below the ring's start: from the store, and on from the ring
  * where the store's part ends, into one reply (a short read in the middle
  * of a file reads as its end to tail, less, dd).  The store holds [..,
