@@ -289,6 +289,7 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 		if (rc < 0)
 			return rc;
 		router_rank_set_link(cr->rr, ROUTER_LINK_HANDOVER, c->resumes);
+		cr->stdin_want &= ~STDIN_SUSP_DETACHED; /* taken back */
 		conn_kick(c);
 		return 0;
 	}

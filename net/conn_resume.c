@@ -299,6 +299,11 @@ void conn_resume_take(struct conn *c, router_job_t *job)
 			cr->state = CRANK_RUNNING;
 			cr->rr = rr;
 			router_rank_set_link(rr, ROUTER_LINK_UP, c->resumes);
+			/* its stdin is XOFFed by the adoption: XON once the
+			 * forwarder's RESUME (or, handed over, its pipes) is
+			 * here; nothing may precede the WELCOME */
+			cr->stdin_want |= STDIN_SUSP_DETACHED;
+			cr->stdin_xoff = true;
 		}
 	}
 	srv_log(c->srv, LOG_INFO,
@@ -486,6 +491,10 @@ int conn_resume_frame(struct conn *c, const struct proto_frame *f)
 					 f->rank);
 		cr->stdin_sent = f->stdin_rx;
 		cr->stdin_acked = f->ack_bytes;
+		if (!c->handover) { /* handed over: at RANK_START */
+			cr->stdin_want &= ~STDIN_SUSP_DETACHED;
+			conn_kick(c);
+		}
 		return 0;
 	}
 	if (f->ack_bytes < cr->stdin_acked || f->stdin_rx > cr->stdin_sent)

@@ -532,6 +532,9 @@ int router_rank_adopt_source(router_rank_t *rank,
 		return ROUTER_ERR_EXISTS;
 	rank->ops = ops;
 	rank->ctx = ctx;
+	/* stdin queued while it was away waits for the source's XON */
+	rank->stdin_held = true;
+	rank->stdin_xoff++;
 	return ROUTER_SUCCESS;
 }
 

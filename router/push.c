@@ -109,6 +109,15 @@ static void slice_written(struct push_slice *sl, int rc)
 		slice_done(sl, rc == 0 ? 0 : ROUTER_ERR_PIPE);
 }
 
+/* A running rank restored from the spool whose forwarder has not come
+ * back yet: no sink, but one may come (router_rank_adopt_source), so its
+ * stdin waits, as behind an XOFF, until then or until the rank is lost. */
+static bool sink_away(const router_rank_t *rank)
+{
+	return !rank->ops && rank->link == ROUTER_LINK_WAITING &&
+	       rank->state == ROUTER_STATE_RUNNING;
+}
+
 /* Feed the sink while it is not XOFFed. */
 static void rank_pump(router_rank_t *rank)
 {
@@ -117,7 +126,8 @@ static void rank_pump(router_rank_t *rank)
 	if (rank->pumping)
 		return; /* router_stdin_flow() from inside stdin_write */
 	rank->pumping = true;
-	while (!rank->stdin_held && (sl = TAILQ_FIRST(&rank->fifo))) {
+	while (!rank->stdin_held && !sink_away(rank) &&
+	       (sl = TAILQ_FIRST(&rank->fifo))) {
 		struct router_push *p = sl->push;
 		int rc = 0;
 
@@ -410,7 +420,7 @@ static void check_eof(router_rank_t *rank)
 	    rank->job->writers)
 		return;
 	rank->eof_sent = true;
-	if (TAILQ_EMPTY(&rank->fifo) && !rank->stdin_held) {
+	if (TAILQ_EMPTY(&rank->fifo) && !rank->stdin_held && !sink_away(rank)) {
 		forward_eof(rank);
 		return;
 	}

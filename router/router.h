@@ -382,6 +382,12 @@ void router_rank_count_replayed(router_rank_t *rank, uint64_t bytes);
  * A running rank without source ops (restored from the spool, waiting for
  * its forwarder) gets @ops/@ctx: its producer is back.  ROUTER_SUCCESS,
  * or ROUTER_ERR_EXISTS if it has ops already or is not running.
+ *
+ * stdin: while such a rank waits (link ROUTER_LINK_WAITING, no ops), what
+ * writers push is queued, not failed (they block, as behind an XOFF); the
+ * rank being lost fails it.  Adopting leaves the rank's stdin XOFFed
+ * (counted in stdin_xoff): the source calls router_stdin_flow(rank, false)
+ * once it can take stdin, and the queue goes to it in order.
  */
 int router_rank_adopt_source(router_rank_t *rank,
 			     const struct router_source_ops *ops, void *ctx);

@@ -580,6 +580,65 @@ static void job_sink_falls_back_per_rank(void **state)
 	h_free(h);
 }
 
+/* A rank restored from the spool waits for its forwarder (no ops, link
+ * WAITING): stdin pushed meanwhile waits, an EOF too; the adopting source
+ * gets it, in order, at its XON; a rank lost meanwhile fails it. */
+static void waiting_rank_keeps_stdin_for_its_source(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_proc_t p;
+	struct router_rank_info info = {.pid = 7, .host = "n", .job_size = 2};
+	router_rank_t *rk[2];
+	router_job_t *job;
+	int c1[2] = {0}, c2[2] = {0}, c3[2] = {0};
+	struct router_stats st;
+
+	(void)state;
+	for (uint32_t i = 0; i < 2; i++) {
+		assert_int_equal(router_proc_set(&p, "wt", i), 0);
+		assert_int_equal(router_rank_register(h->r, &p, &info, NULL,
+						      NULL, &rk[i]),
+				 0);
+		router_rank_set_link(rk[i], ROUTER_LINK_WAITING, 0);
+	}
+	job = router_job_lookup(h->r, "wt");
+	assert_int_equal(router_stdin_attach(job, 0), 0);
+	assert_int_equal(router_push(job, 0, "abc", 3, 0, h_cb_count, c1, NULL),
+			 0);
+	assert_int_equal(router_push(job, 0, "de", 2, 0, h_cb_count, c2, NULL),
+			 0);
+	router_stdin_detach(job, 0); /* the writer closes: EOF queued too */
+	assert_int_equal(router_push(job, 1, "x", 1, 0, h_cb_count, c3, NULL),
+			 0);
+	h_loop(h);
+	assert_int_equal(c1[0] + c2[0] + c3[0], 0); /* held, not failed */
+	assert_int_equal(router_rank_adopt_source(rk[0], &h_ops, &h->fr[0]),
+			 ROUTER_SUCCESS);
+	router_rank_set_link(rk[0], ROUTER_LINK_UP, 1);
+	h_loop(h);
+	assert_int_equal(h->fr[0].inlen, 0); /* not before its XON */
+	assert_int_equal(c1[0], 0);
+	router_stdin_flow(rk[0], false);
+	assert_int_equal(h->fr[0].inlen, 5);
+	assert_memory_equal(h->fr[0].in, "abcde", 5);
+	assert_int_equal(h->fr[0].eof, 1);
+	h_loop(h);
+	assert_int_equal(c1[0], 1);
+	assert_int_equal(c1[1], ROUTER_SUCCESS);
+	assert_int_equal(c2[1], ROUTER_SUCCESS);
+	router_rank_stats(rk[0], &st);
+	assert_true(st.stdin_bytes == 5 && st.stdin_xoff == 1 &&
+		    st.stdin_xon == 1);
+	/* rank 1 is never resumed: lost, its stdin fails and is counted */
+	router_rank_exit(rk[1], ROUTER_STATE_LOST, -1);
+	h_loop(h);
+	assert_int_equal(c3[0], 1);
+	assert_int_equal(c3[1], ROUTER_ERR_PIPE);
+	router_rank_stats(rk[1], &st);
+	assert_true(st.stdin_discarded == 1);
+	h_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -598,6 +657,7 @@ int main(void)
 	    cmocka_unit_test(cancel_mid_broadcast_keeps_a_copy),
 	    cmocka_unit_test(job_sink_takes_a_broadcast_whole),
 	    cmocka_unit_test(job_sink_falls_back_per_rank),
+	    cmocka_unit_test(waiting_rank_keeps_stdin_for_its_source),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,76 @@
+#!/bin/bash
+# stdin written while a rank restored from the spool waits for its
+# forwarder (docs/filesystem.md, "stdin"): the daemon (-o spool) is killed
+# while the forwarder is stopped (SIGSTOP), and restarted; the job is back
+# as "reconnecting" and a writer sends 1 MiB into the rank's stdin in the
+# mount.  The write must wait, not fail (before, it failed at once with
+# EPIPE: the restored rank had no sink); after SIGCONT the forwarder
+# resumes and the rank reads every byte once, then EOF (sha256, count).
+# A second job whose forwarder never comes back: its writer waits too,
+# and fails with EPIPE when the resume window ends (the bytes counted as
+# discarded).  Both paths (tests/net/meson.build net_both_paths).
+. "$IOFS_SOURCE_DIR/tests/lib.sh"
+. "$IOFS_SOURCE_DIR/tests/net/common.sh"
+export IOFS_RECONNECT_TIMEOUT=120
+SP="$T/spool"
+SIZE=$((1 << 20))
+WINDOW=20
+
+start_daemon -o spool="$SP" -o resume_window=$WINDOW
+head -c $SIZE /dev/urandom >"$T/blob"
+"$IOFS_RUN" -v --nspace ri -- sh -c "echo ready; exec cat >$T/rank.in" \
+	>"$T/ri.out" 2>"$T/ri.err" &
+JOB=$!
+track $JOB
+"$IOFS_RUN" -v --nspace rl -- sh -c "echo ready; exec cat >/dev/null" \
+	>"$T/rl.out" 2>"$T/rl.err" &
+GONE=$!
+track $GONE
+for ns in ri rl; do
+	wait_for 10 grep -q ready "$MNT/$ns/0/stdout" 2>/dev/null || fail "job $ns did not start"
+done
+RL_RANK=$(info_get "$MNT/rl/0/info" pid)
+[ -n "$RL_RANK" ] && kill -0 "$RL_RANK" || fail "no pid for rl's rank: $(cat "$MNT/rl/0/info")"
+track "$RL_RANK"
+
+kill -STOP $JOB
+kill -KILL $GONE "$RL_RANK" # rl's forwarder and rank: never back
+kill -KILL "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+DAEMON_PID=
+fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+start_daemon -o spool="$SP" -o resume_window=$WINDOW
+for ns in ri rl; do
+	wait_for 10 state_is_link $ns 0 reconnecting || fail "$ns not restored waiting: $(cat "$MNT/$ns/0/info" 2>&1)"
+done
+
+cat "$T/blob" >"$MNT/ri/0/stdin" 2>"$T/w.err" &
+W=$!
+track $W
+printf 'lost\n' >"$MNT/rl/0/stdin" 2>"$T/wl.err" &
+WL=$!
+track $WL
+# the writers are inside write(): failing used to take milliseconds
+wait_for 3 finished $W && fail "the writer ended while the forwarder was away (rc $(rc_of $W)): $(cat "$T/w.err")"
+finished $WL && fail "rl's writer ended at once: $(cat "$T/wl.err")"
+state_is_link ri 0 reconnecting || fail "ri resumed while its forwarder was stopped"
+
+kill -CONT $JOB
+wait_for 60 finished $W || fail "the writer did not finish after the resume: $(cat "$MNT/ri/0/info")"
+assert_eq "writer status (write() never failed)" 0 "$(rc_of $W)"
+wait_for 60 finished $JOB || fail "job did not end (stdin EOF?): $(cat "$MNT/ri/0/info")"
+assert_eq "job status" 0 "$(rc_of $JOB)"
+assert_eq "bytes the rank read" $SIZE "$(stat -c %s "$T/rank.in")"
+assert_eq "sha256 of what the rank read" "$(sha "$T/blob")" "$(sha "$T/rank.in")"
+assert_eq "ri stdin_bytes" $SIZE "$(info_get "$MNT/ri/0/info" stdin_bytes)"
+assert_eq "ri stdin XOFF/XON paired" "$(info_get "$MNT/ri/0/info" stdin_xoff)" "$(info_get "$MNT/ri/0/info" stdin_xon)"
+assert_eq "ri rank 0 path" "$RUN_PATH" "$(info_get "$MNT/ri/0/info" path)"
+assert_eq "nothing printed locally" 0 "$(stat -c %s "$T/ri.out")"
+
+wait_for $((WINDOW + 20)) finished $WL || fail "rl's writer still waits after the resume window"
+rc=$(rc_of $WL)
+[ "$rc" != 0 ] || fail "rl's writer succeeded though its rank was lost"
+grep -q 'Broken pipe' "$T/wl.err" || fail "rl's writer: not EPIPE: $(cat "$T/wl.err")"
+assert_eq "rl state" lost "$(rank_state rl 0)"
+assert_eq "rl stdin_discarded" 5 "$(info_get "$MNT/rl/0/info" stdin_discarded)"
+log "ri: $SIZE bytes written during the window reached the rank; rl: $(cat "$T/wl.err")"
