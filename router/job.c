@@ -150,6 +150,7 @@ static void job_free(router_job_t *job)
 	if (job->store)
 		r->store->job_close(job->store, job->store_discard);
 	store_job_forget(job);
+	job_state_unmark(job);
 	TAILQ_REMOVE(&r->all_jobs, job, all_link);
 	free(job->ranks);
 	for (size_t i = 0; i < job->nnotes; i++)
@@ -451,6 +452,7 @@ int job_rank_get(router_t *r, const router_proc_t *proc,
 			job_unlink(job);
 		return -ENOMEM;
 	}
+	job_state_mark(job);
 	*out = rank;
 	return 0;
 }
@@ -514,6 +516,7 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
 	if (exit_status && !job->exit_status)
 		job->exit_status = exit_status;
 	job_check_complete(job);
+	job_state_mark(job); /* unless complete: saved then */
 }
 
 void router_rank_set_link(router_rank_t *rank, enum router_link link,

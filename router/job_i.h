@@ -122,6 +122,8 @@ struct router_job {
 	uint64_t store_bytes; /* what its streams' stores hold */
 	TAILQ_ENTRY(router_job) done_link; /* r->store_done while on_done */
 	bool on_done;
+	TAILQ_ENTRY(router_job) state_link; /* r->state_dirty while dirty */
+	bool state_dirty;
 };
 
 /* 0 or ROUTER_ERR_BAD_PARAM; *ci set. */
@@ -146,6 +148,14 @@ void job_shutdown(router_job_t *job);
 void *job_store(router_job_t *job);
 /* Record the job's state in its storage (restart), if it has some. */
 void job_state_save(router_job_t *job);
+/* A rank of the running @job came or ended: its state is recorded (and
+ * its storage opened: a job that printed nothing yet survives a restart)
+ * once the current event is done, once for a burst.  Loop thread. */
+void job_state_mark(router_job_t *job);
+/* Off r->state_dirty (idempotent): saved, or freed. */
+void job_state_unmark(router_job_t *job);
+/* Record the first marked job's state; false if none was marked. */
+bool store_state_flush_one(router_t *r);
 /* Apply the caps after @s's store took bytes (router/store.c). */
 void store_caps(struct stream *s);
 /* The store is full: evict the oldest complete job (not @writing) that

@@ -92,6 +92,11 @@ static void notify_arm(router_t *r)
 	event_active(r->ev_notify, EV_READ, 0);
 }
 
+void router_notify(router_t *r)
+{
+	notify_arm(r);
+}
+
 void router_queue_ready(router_t *r, router_reader_t *rd)
 {
 	if (rd->queued || !rd->ready)
@@ -136,6 +141,8 @@ static void run_deferred(router_t *r)
 		if ((rd = TAILQ_FIRST(&r->ready))) {
 			router_unqueue_ready(r, rd);
 			rd->ready(rd->cbdata);
+		} else if (store_state_flush_one(r)) {
+			continue;
 		} else if ((d = STAILQ_FIRST(&r->done))) {
 			STAILQ_REMOVE_HEAD(&r->done, link);
 			if (d->cb)
@@ -627,6 +634,7 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->max_job = cfg->store_max_job;
 	r->max_total = cfg->store_max;
 	TAILQ_INIT(&r->store_done);
+	TAILQ_INIT(&r->state_dirty);
 	r->loop_thread = pthread_self();
 	TAILQ_INIT(&r->jobs);
 	TAILQ_INIT(&r->all_jobs);
@@ -668,6 +676,9 @@ void router_shutdown(router_t *r)
 
 	if (!r || r->shut)
 		return;
+	/* the running jobs' state as it is, before they are cut short */
+	while (store_state_flush_one(r))
+		;
 	r->shut = true;
 	pthread_mutex_lock(&r->xq_lock);
 	r->xq_closed = true;

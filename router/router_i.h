@@ -98,6 +98,9 @@ struct router {
 	/* Complete jobs whose store holds bytes, in completion order: the
 	 * total cap evicts from the first. */
 	TAILQ_HEAD(, router_job) store_done;
+	/* Running jobs whose recorded state is behind (a rank came or went):
+	 * written by the deferred work (store_state_flush_one()). */
+	TAILQ_HEAD(, router_job) state_dirty;
 	bool store_over_logged; /* the total cap could not be met: logged */
 
 	size_t mem_used; /* sum of every stream buffer's capacity */
@@ -106,6 +109,8 @@ struct router {
 };
 
 uint64_t router_now(router_t *r);
+/* Run the deferred work (ev_notify) once the current event is done. */
+void router_notify(router_t *r);
 void router_logf(router_t *r, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Queue @rd's ready callback (coalesced). */

@@ -13,6 +13,44 @@
 
 #define STATE_LINE_MAX 64 /* "rank: 4294967294 running -2147483648\n" */
 
+void job_state_mark(router_job_t *job)
+{
+	router_t *r = job->r;
+
+	if (!r->store || job->state_dirty || job->removed || job->complete ||
+	    r->shut || r->freeing)
+		return;
+	job->state_dirty = true;
+	TAILQ_INSERT_TAIL(&r->state_dirty, job, state_link);
+	router_notify(r);
+}
+
+void job_state_unmark(router_job_t *job)
+{
+	if (!job->state_dirty)
+		return;
+	TAILQ_REMOVE(&job->r->state_dirty, job, state_link);
+	job->state_dirty = false;
+}
+
+bool store_state_flush_one(router_t *r)
+{
+	router_job_t *job = TAILQ_FIRST(&r->state_dirty);
+
+	if (!job)
+		return false;
+	job_state_unmark(job);
+	if (job->removed || job->complete)
+		return true; /* gone, or saved when it completed */
+	if (!job->store)
+		(void)job_store(job); /* opens, then saves */
+	else
+		job_state_save(job);
+	return true;
+}
+
+/* "state:" then every rank: "rank: ID STATE STATUS" (a running job's
+ * running ranks are what a restarted daemon waits for). */
 void job_state_save(router_job_t *job)
 {
 	router_t *r = job->r;
@@ -20,6 +58,7 @@ void job_state_save(router_job_t *job)
 	char *text;
 	int len;
 
+	job_state_unmark(job);
 	if (!job->store || !r->store->job_state)
 		return;
 	text = malloc(cap);
@@ -34,7 +73,7 @@ void job_state_save(router_job_t *job)
 		       !job->complete	? "running"
 		       : job->any_lost	? "lost"
 					: "exited");
-	for (size_t i = 0; job->complete && i < job->nranks; i++) {
+	for (size_t i = 0; i < job->nranks; i++) {
 		router_rank_t *rk = job->ranks[i];
 
 		len += snprintf(text + len, cap - (size_t)len,

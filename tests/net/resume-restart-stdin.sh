@@ -8,7 +8,10 @@
 # resumes and the rank reads every byte once, then EOF (sha256, count).
 # A second job whose forwarder never comes back: its writer waits too,
 # and fails with EPIPE when the resume window ends (the bytes counted as
-# discarded).  Both paths (tests/net/meson.build net_both_paths).
+# discarded).  A third job whose two ranks had printed nothing yet is
+# restored too, both ranks waiting (before, its spool directory was made
+# at its first byte: it was absent until its forwarder came back), and
+# ends well once its forwarder resumes.  Both paths (tests/net/meson.build net_both_paths).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 export IOFS_RECONNECT_TIMEOUT=120
@@ -29,18 +32,31 @@ track $GONE
 for ns in ri rl; do
 	wait_for 10 grep -q ready "$MNT/$ns/0/stdout" 2>/dev/null || fail "job $ns did not start"
 done
+"$IOFS_RUN" -v -n 2 --nspace rz -- sh -c "$(gate rz.go); echo late \$IOFS_RANK" \
+	>"$T/rz.out" 2>"$T/rz.err" &
+QUIET=$!
+track $QUIET
+# spool_state NSPACE: the state the spool records for the job
+spool_state() {
+	local d
+	for d in "$SP"/*/; do
+		[ "$(cat "$d/nspace" 2>/dev/null)" = "$1" ] && cat "$d/state" 2>/dev/null
+	done
+}
+wait_for 10 bash -c "$(declare -f spool_state); SP='$SP'; spool_state rz | grep -q '^rank: 1 running'" ||
+	fail "the silent job's ranks are not in the spool: $(spool_state rz)"
 RL_RANK=$(info_get "$MNT/rl/0/info" pid)
 [ -n "$RL_RANK" ] && kill -0 "$RL_RANK" || fail "no pid for rl's rank: $(cat "$MNT/rl/0/info")"
 track "$RL_RANK"
 
-kill -STOP $JOB
+kill -STOP $JOB $QUIET
 kill -KILL $GONE "$RL_RANK" # rl's forwarder and rank: never back
 kill -KILL "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 DAEMON_PID=
 fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
 start_daemon -o spool="$SP" -o resume_window=$WINDOW
-for ns in ri rl; do
+for ns in ri rl rz; do
 	wait_for 10 state_is_link $ns 0 reconnecting || fail "$ns not restored waiting: $(cat "$MNT/$ns/0/info" 2>&1)"
 done
 
@@ -54,6 +70,17 @@ track $WL
 wait_for 3 finished $W && fail "the writer ended while the forwarder was away (rc $(rc_of $W)): $(cat "$T/w.err")"
 finished $WL && fail "rl's writer ended at once: $(cat "$T/wl.err")"
 state_is_link ri 0 reconnecting || fail "ri resumed while its forwarder was stopped"
+state_is_link rz 1 reconnecting || fail "the silent job's rank 1 is not waiting: $(cat "$MNT/rz/1/info" 2>&1)"
+
+kill -CONT $QUIET
+wait_for 30 state_is_link rz 0 connected || fail "rz did not resume: $(cat "$T/rz.err")"
+touch "$T/rz.go"
+wait_for 30 finished $QUIET || fail "rz did not end: $(cat "$MNT/rz/info")"
+assert_eq "rz status" 0 "$(rc_of $QUIET)"
+for r in 0 1; do
+	assert_eq "rz rank $r output" "late $r" "$(cat "$MNT/rz/$r/stdout")"
+done
+assert_eq "rz: nothing printed locally" 0 "$(stat -c %s "$T/rz.out")"
 
 kill -CONT $JOB
 wait_for 60 finished $W || fail "the writer did not finish after the resume: $(cat "$MNT/ri/0/info")"
