@@ -9,7 +9,8 @@
  *      first rank created, whatever order they arrive in;
  *   2. else the first incarnation that has ended, belongs to the same uid,
  *      and has no open reader or stdin writer: it is replaced (as a re-run
- *      of a finished job always was);
+ *      of a finished job always was), unless the name is the launcher's
+ *      (PROTO_HELLO_F_KEEP: two runs in one batch script, a requeue);
  *   3. else the first free incarnation: a new job, under a distinct name.
  * Nothing else is ever joined or replaced: not another user's job (root's
  * neither: a squatted name costs the real job its name, never its output),
@@ -81,6 +82,10 @@ static void why_not(struct conn *c, const struct incarnation *in, uint32_t base,
 		if (in->job)
 			router_job_owner_refused(
 			    in->job, c->uid, in->complete ? "replace" : "join");
+	} else if (in->complete && (c->hello_flags & PROTO_HELLO_F_KEEP)) {
+		snprintf(why, len,
+			 "has ended (a launcher's name is kept, not "
+			 "replaced)");
 	} else if (in->complete) {
 		snprintf(why, len,
 			 "has ended but is still open (a reader or "
@@ -122,7 +127,8 @@ int conn_name_assign(struct conn *c, uint32_t base, uint32_t count)
 		    taken(c, &in, base, count) < 0)
 			memcpy(join, name, (size_t)n + 1); /* the newest wins */
 		else if (in.complete && !in.claimer && !replace[0] &&
-			 !router_job_in_use(in.job))
+			 !router_job_in_use(in.job) &&
+			 !(c->hello_flags & PROTO_HELLO_F_KEEP))
 			memcpy(replace, name, (size_t)n + 1);
 	not_this:
 		if (k == 0 && strcmp(join, name) && strcmp(replace, name))

@@ -117,6 +117,12 @@ enum {
 	 * 027, 022, 002: the group reads).  Fixed by the HELLO that creates
 	 * the job; an older daemon ignores it (group-readable). */
 	PROTO_HELLO_F_PRIVATE = 1u << 3,
+	/* The name is the launcher's (or iofs-run's COMMAND.PID), not
+	 * --nspace: an ended job of that name is never replaced, the run
+	 * takes the next free incarnation (two iofs-run in one sbatch
+	 * script are both JOBID.batch; a requeued job repeats its step ids).
+	 * An older daemon ignores it (replaces, as before). */
+	PROTO_HELLO_F_KEEP = 1u << 4,
 };
 /* WELCOME flags */
 enum {

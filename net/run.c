@@ -118,6 +118,7 @@ static int opt_nspace(struct run_args *a, const struct run_option *t,
 	}
 	snprintf(a->o->nspace, sizeof(a->o->nspace), "%s", arg);
 	a->have_nspace = true;
+	a->o->nspace_given = true;
 	return 0;
 }
 

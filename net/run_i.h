@@ -56,6 +56,7 @@ struct run_opts {
 	/* the job name; the link renames it when the daemon says so, before
 	 * any child is started */
 	char nspace[ROUTER_NSPACE_MAX + 1];
+	bool nspace_given; /* --nspace: a re-run replaces its ended job */
 	uint32_t rank_base, count, size;
 	router_directives_t dirs;
 	bool strict;

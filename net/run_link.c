@@ -218,8 +218,11 @@ static void take_name(struct run_link *l, const struct proto_frame *welcome)
 	     !memcmp(welcome->name, l->o->nspace, welcome->name_len)))
 		return;
 	run_log(l->log, LOG_WARNING,
-		"job name '%s' is taken (another job, or one still open); "
-		"this run is '%.*s'",
+		l->o->nspace_given
+		    ? "job name '%s' is taken (another job, or one still "
+		      "open); this run is '%.*s'"
+		    : "job name '%s' is taken (another job, or an earlier "
+		      "run of this launch); this run is '%.*s'",
 		l->o->nspace, (int)welcome->name_len, welcome->name);
 	memcpy(l->o->nspace, welcome->name, welcome->name_len);
 	l->o->nspace[welcome->name_len] = '\0';
@@ -276,7 +279,8 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 		      .flags = PROTO_HELLO_F_NAME |
 			       (resume ? PROTO_HELLO_F_RESUME : 0) |
 			       (offer ? PROTO_HELLO_F_HANDOVER : 0) |
-			       (run_private() ? PROTO_HELLO_F_PRIVATE : 0),
+			       (run_private() ? PROTO_HELLO_F_PRIVATE : 0) |
+			       (l->o->nspace_given ? 0 : PROTO_HELLO_F_KEEP),
 		      .cred = version >= 3 ? cred : NULL,
 		      .cred_len = cred && version >= 3 ? strlen(cred) : 0,
 		      .rank_base = l->o->rank_base,

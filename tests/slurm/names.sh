@@ -39,6 +39,17 @@ ENVIRONMENT=BATCH SLURM_JOB_ID=79 SLURM_PROCID=0 SLURM_NTASKS=4 \
 assert_eq "batch output" "from the batch script" "$(timeout 5 cat "$MNT/79.batch/0/stdout")"
 assert_eq "batch job_size" 1 "$(info_get "$MNT/79.batch/info" job_size)"
 assert_eq "batch job state" exited "$(job_state 79.batch)"
+# a second iofs-run of the same batch script: 79.batch~1, the first kept
+ENVIRONMENT=BATCH SLURM_JOB_ID=79 SLURM_PROCID=0 SLURM_NTASKS=4 \
+	"$IOFS_RUN" -- echo second run 2>"$T/batch2.err"
+assert_eq "second batch run" "second run" "$(timeout 5 cat "$MNT/79.batch~1/0/stdout")"
+assert_eq "first batch run kept" "from the batch script" "$(timeout 5 cat "$MNT/79.batch/0/stdout")"
+grep -q "job name '79.batch' is taken.*this run is '79.batch~1'" "$T/batch2.err" ||
+	fail "iofs-run did not say where the second batch run went: $(cat "$T/batch2.err")"
+# --nspace is the user's name: a re-run replaces its ended job, as always
+"$IOFS_RUN" --nspace mine -- echo one && "$IOFS_RUN" --nspace mine -- echo two
+assert_eq "re-run of --nspace replaces" "two" "$(timeout 5 cat "$MNT/mine/0/stdout")"
+[ -e "$MNT/mine~1" ] && fail "a re-run of --nspace made mine~1"
 
 # --- the special step ids by sacct's names --------------------------------
 SLURM_JOB_ID=80 SLURM_STEP_ID=4294967290 SLURM_PROCID=0 "$IOFS_RUN" -- true

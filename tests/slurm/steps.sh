@@ -59,14 +59,21 @@ cat >"$T/batch.sh" <<EOF2
 "$IOFS_RUN" -- sh -c 'echo "batch script of \$SLURM_JOB_ID"'
 srun -n 2 "$IOFS_RUN" -- "$T/step.sh" 40 20K
 srun -n 1 "$IOFS_RUN" -- "$T/step.sh" 10 5K
+"$IOFS_RUN" -- sh -c 'echo "second run in the batch script"'
 EOF2
 B=$(sbatch --parsable -o "$T/batch.out" "$T/batch.sh") || fail "sbatch failed"
 [[ $B =~ ^[0-9]+$ ]] || fail "sbatch id '$B'"
 wait_for 90 slurm_idle || fail "batch job $B still queued: $(squeue)"
-assert_eq "batch job's own output file" "" "$(cat "$T/batch.out")"
+# the second iofs-run of the batch script is JOBID.batch too: it keeps the
+# first (a launcher's name is never replaced) and says where it went
+assert_eq "batch job's own output file" \
+	"iofs-run: job name '$B.batch' is taken (another job, or an earlier run of this launch); this run is '$B.batch~1'" \
+	"$(cat "$T/batch.out")"
 assert_eq "jobs in the mount after sbatch" \
-	"$(printf '%s.0\n%s.1\n%s.0\n%s.1\n%s.batch' $J $J $B $B $B | sort)" "$(jobs_in_mount)"
+	"$(printf '%s.0\n%s.1\n%s.0\n%s.1\n%s.batch\n%s.batch~1' $J $J $B $B $B $B | sort)" "$(jobs_in_mount)"
 assert_eq "the batch script's line" "batch script of $B" "$(timeout 5 cat "$MNT/$B.batch/0/stdout")"
+assert_eq "the batch script's second run" "second run in the batch script" "$(timeout 5 cat "$MNT/$B.batch~1/0/stdout")"
+assert_eq "the second run's requested name" "$B.batch" "$(info_get "$MNT/$B.batch~1/info" requested)"
 assert_eq "batch job_size" 1 "$(info_get "$MNT/$B.batch/info" job_size)"
 check_step "$B.0" 0 2 40 20K
 check_step "$B.1" 1 1 10 5K
