@@ -16,6 +16,21 @@ rc_of() {
 	wait "$1" || rc=$?
 	echo $rc
 }
+# stdin_all_read NSPACE WRITER JOB BLOB GOT: the writer of rank 0's stdin
+# and the job end well, and the rank read BLOB exactly once into GOT
+# (count, sha256, stdin_bytes, stdin XOFF/XON paired)
+stdin_all_read() {
+	local ns=$1 w=$2 job=$3 blob=$4 got=$5 size info="$MNT/$1/0/info"
+	size=$(stat -c %s "$blob")
+	wait_for 60 finished "$w" || fail "$ns: the writer did not finish: $(cat "$info")"
+	assert_eq "$ns: writer status (write() never failed)" 0 "$(rc_of "$w")"
+	wait_for 60 finished "$job" || fail "$ns: job did not end (stdin EOF?): $(cat "$info")"
+	assert_eq "$ns: job status" 0 "$(rc_of "$job")"
+	assert_eq "$ns: bytes the rank read" "$size" "$(stat -c %s "$got")"
+	assert_eq "$ns: sha256 of what the rank read" "$(sha "$blob")" "$(sha "$got")"
+	assert_eq "$ns: stdin_bytes" "$size" "$(info_get "$info" stdin_bytes)"
+	assert_eq "$ns: stdin XOFF/XON paired" "$(info_get "$info" stdin_xoff)" "$(info_get "$info" stdin_xon)"
+}
 # daemon_alive: the daemon runs and its mount answers
 daemon_alive() { kill -0 "$DAEMON_PID" 2>/dev/null && ls "$MNT" >/dev/null; }
 # size_is FILE N: st_size of FILE is N (for wait_for)

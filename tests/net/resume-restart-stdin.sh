@@ -83,14 +83,7 @@ done
 assert_eq "rz: nothing printed locally" 0 "$(stat -c %s "$T/rz.out")"
 
 kill -CONT $JOB
-wait_for 60 finished $W || fail "the writer did not finish after the resume: $(cat "$MNT/ri/0/info")"
-assert_eq "writer status (write() never failed)" 0 "$(rc_of $W)"
-wait_for 60 finished $JOB || fail "job did not end (stdin EOF?): $(cat "$MNT/ri/0/info")"
-assert_eq "job status" 0 "$(rc_of $JOB)"
-assert_eq "bytes the rank read" $SIZE "$(stat -c %s "$T/rank.in")"
-assert_eq "sha256 of what the rank read" "$(sha "$T/blob")" "$(sha "$T/rank.in")"
-assert_eq "ri stdin_bytes" $SIZE "$(info_get "$MNT/ri/0/info" stdin_bytes)"
-assert_eq "ri stdin XOFF/XON paired" "$(info_get "$MNT/ri/0/info" stdin_xoff)" "$(info_get "$MNT/ri/0/info" stdin_xon)"
+stdin_all_read ri $W $JOB "$T/blob" "$T/rank.in"
 assert_eq "ri rank 0 path" "$RUN_PATH" "$(info_get "$MNT/ri/0/info" path)"
 assert_eq "nothing printed locally" 0 "$(stat -c %s "$T/ri.out")"
 
