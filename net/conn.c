@@ -639,7 +639,10 @@ static void conn_service(struct conn *c)
 		bufferevent_free(c->bev);
 		c->bev = NULL;
 	}
-	if (c->handoff) {
+	/* The resuming connection moves its socket; the detached one it
+	 * claimed (handoff set too) is kicked as well when the resume
+	 * superseded it just now, and carries on as detached meanwhile. */
+	if (c->handoff && !c->detached) {
 		conn_resume_handoff(c);
 		return;
 	}

@@ -14,6 +14,17 @@
 #include "net/run_i.h"
 #include "net/wire.h"
 
+/* The socket is full (a busy daemon): wait until it takes more, bounded. */
+static int wait_writable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int rc = poll(&p, 1, RUN_CONNECT_TIMEOUT_MS);
+
+	if (rc == 0)
+		return -ETIMEDOUT;
+	return rc < 0 && errno != EINTR ? -errno : 0;
+}
+
 /* Write out what the bufferevent holds (bounded): SCM_RIGHTS must not
  * overtake bytes queued before it. */
 static int flush_output(struct run_link *l)
@@ -22,16 +33,12 @@ static int flush_output(struct run_link *l)
 	int fd = bufferevent_getfd(l->bev);
 
 	while (evbuffer_get_length(out) > 0) {
-		int n = evbuffer_write(out, fd);
+		int n = evbuffer_write(out, fd), rc;
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			struct pollfd p = {.fd = fd, .events = POLLOUT};
-			int rc = poll(&p, 1, RUN_CONNECT_TIMEOUT_MS);
-			if (rc == 0)
-				return -ETIMEDOUT;
-			if (rc < 0 && errno != EINTR)
-				return -errno;
+			if ((rc = wait_writable(fd)) < 0)
+				return rc;
 			continue;
 		}
 		if (n <= 0)
@@ -48,10 +55,14 @@ bool run_link_send_pipes(struct run_link *l, const struct proto_frame *f,
 	ssize_t n = proto_encode(f, buf, sizeof(buf));
 	int rc = n < 0 ? (int)n : flush_output(l);
 
-	if (rc == 0)
-		rc = wire_send_fds(bufferevent_get_output(l->bev),
+	/* a full socket is no broken link: 1024 ranks' RANK_STARTs (one
+	 * skb each, with their descriptors) fill it while the daemon is
+	 * busy; wait for it as flush_output() does */
+	while (rc == 0 &&
+	       (rc = wire_send_fds(bufferevent_get_output(l->bev),
 				   bufferevent_getfd(l->bev), buf, (size_t)n,
-				   fds, 3);
+				   fds, 3)) == -EAGAIN)
+		rc = wait_writable(bufferevent_getfd(l->bev));
 	if (rc < 0) {
 		char why[200];
 		snprintf(why, sizeof(why), "handing the pipes over: %s",

@@ -317,6 +317,34 @@ static void test_resume(void **state)
 	assert_int_equal(f.code, PROTO_REFUSED_RESUME);
 	close(d);
 
+	/* A resume while the old connection still looks alive (its
+	 * forwarder found its socket full and reconnected): the old one is
+	 * superseded, detached and kicked in the same turn as the resuming
+	 * one; only the resuming one moves the socket (the detached one did
+	 * it too and crashed the daemon on its NULL bufferevent). */
+	int g = client_at(c, path);
+	struct proto_peer pg = fwd_peer(0, 1);
+	send_hello4(c, g, "rs", false);
+	expect(c, g, &pg, PROTO_WELCOME, &f);
+	start_rank(c, g, 0);
+	send_data(c, g, "xyz");
+	expect(c, g, &pg, PROTO_ACK, &f);
+	int h = client_at(c, path);
+	struct proto_peer ph = fwd_peer(0, 1);
+	send_hello4(c, h, "rs", true); /* g not closed */
+	expect(c, h, &ph, PROTO_HELD, &f);
+	assert_int_equal(f.held_state, PROTO_HELD_RUNNING);
+	assert_true(f.held[0] == 3);
+	expect(c, h, &ph, PROTO_WELCOME, &f);
+	send_f(c, h, &r);
+	send_data(c, h, "w");
+	expect(c, h, &ph, PROTO_ACK, &f);
+	assert_int_equal(state_of(c, "rs", 0, &st), ROUTER_STATE_RUNNING);
+	assert_true(st.stdout_bytes == 4 && st.reconnects == 1);
+	close(g);
+	close(h);
+	spin(c, 10);
+
 	/* RESUME on a connection that did not ask to resume. */
 	int e = client_at(c, path);
 	struct proto_peer pe = fwd_peer(0, 1);
