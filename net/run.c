@@ -165,6 +165,13 @@ static int opt_strict(struct run_args *a, const struct run_option *t,
 	return 0;
 }
 
+static int opt_no_stdin(struct run_args *a, const struct run_option *t,
+			const char *arg)
+{
+	a->o->no_stdin = true;
+	return 0;
+}
+
 /* Seconds 0..86400 (0: no resume) for --reconnect-timeout or
  * $IOFS_RECONNECT_TIMEOUT. */
 static int parse_reconnect(const char *what, const char *arg, uint32_t *out)
@@ -223,8 +230,8 @@ static void usage(FILE *f)
 		   "[--rank N | -n COUNT] [--size N]\n"
 		   "                [--tag-output] [--rank-output] "
 		   "[--timestamp-output] [--xml] [--raw]\n"
-		   "                [--strict] [--[no-]handover] [-v|--verbose]... "
-		   "[--munge-socket PATH]\n"
+		   "                [--strict] [--[no-]handover] [--no-stdin] "
+		   "[-v|--verbose]... [--munge-socket PATH]\n"
 		   "                -- COMMAND [ARG...]\n"
 		   "Runs COMMAND as rank(s) of job NAME and forwards its stdio "
 		   "to the iofs daemon.\n");
@@ -286,6 +293,10 @@ static const struct run_option run_options[] = {
     {"no-handover", 0, NULL,
      "relay the pipes' bytes through this process (TCP always does)",
      opt_handover},
+    {"no-stdin", 0, NULL,
+     "the ranks read /dev/null (EOF at once; their stdin files refuse "
+     "writes)",
+     opt_no_stdin},
     {"munge-socket", 0, "PATH", "munged's socket (TCP)", opt_str,
      .off = offsetof(struct run_opts, munge_socket)},
     {"verbose", 'v', NULL, "more messages (repeatable)", opt_verbose},
@@ -344,6 +355,14 @@ static int opt_defaults(struct run_args *a, iofs_log_t *log)
 	if (o->count - 1 > ROUTER_RANK_MAX - o->rank_base) {
 		fprintf(stderr, "iofs-run: ranks %u+%u overflow\n",
 			o->rank_base, o->count);
+		return -EINVAL;
+	}
+	if (a->have_size && o->size && o->size < o->rank_base + o->count) {
+		fprintf(stderr,
+			"iofs-run: ranks %u..%u are outside --size %u (ranks "
+			"0..%u): give a larger --size, or a lower --rank\n",
+			o->rank_base, o->rank_base + o->count - 1, o->size,
+			o->size - 1);
 		return -EINVAL;
 	}
 	if (!o->size || o->size < o->rank_base + o->count)

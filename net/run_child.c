@@ -261,8 +261,19 @@ static void exec_child(struct run_kids *k, struct child *ch, const int in[2],
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	signal(SIGPIPE, SIG_DFL);
-	if (in[0] >= 0 && dup2(in[0], 0) < 0)
+	if (o->no_stdin) {
+		/* our end of its stdin pipe then has no reader: the daemon's
+		 * write fails (EPIPE), and so do the stdin file's writers */
+		int fd = open("/dev/null", O_RDONLY);
+		if (fd < 0 || dup2(fd, 0) < 0)
+			_exit(127);
+		if (fd != 0)
+			close(fd);
+		if (in[0] >= 0)
+			close(in[0]);
+	} else if (in[0] >= 0 && dup2(in[0], 0) < 0) {
 		_exit(127);
+	}
 	if (out[1] >= 0 && dup2(out[1], 1) < 0)
 		_exit(127);
 	if (err[1] >= 0 && dup2(err[1], 2) < 0)

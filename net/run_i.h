@@ -60,6 +60,9 @@ struct run_opts {
 	uint32_t rank_base, count, size;
 	router_directives_t dirs;
 	bool strict;
+	/* --no-stdin: the ranks' stdin is /dev/null (a batch job's program
+	 * that reads stdin ends instead of waiting for a writer) */
+	bool no_stdin;
 	/* --reconnect-timeout (else $IOFS_RECONNECT_TIMEOUT, else 300 s;
 	 * 0: no resume, protocol 2/3 as before) and --replay-buffer */
 	uint32_t reconnect_s;

@@ -24,6 +24,8 @@ expect_err "invalid -n '0'" -n 0
 expect_err "invalid -n '65537'" -n 65537
 expect_err "invalid --nspace 'a/b'" --nspace a/b
 expect_err "ranks 4294967294+2 overflow" --rank 4294967294 -n 2
+expect_err "ranks 5..5 are outside --size 2 (ranks 0..1)" --rank 5 --size 2
+expect_err "ranks 0..2 are outside --size 2" -n 3 --size 2
 expect_err "usage: iofs-run" --no-such-option
 rc=0
 timeout -k 2 10 "$IOFS_RUN" --nspace ok >/dev/null 2>"$T/err" || rc=$?

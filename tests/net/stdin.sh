@@ -113,6 +113,29 @@ file_has "$said" "discarded [0-9]* bytes of stdin" ||
 	fail "the discarded stdin was not counted: $(cat "$said")"
 log "teardown: XOFF $xo XON $xn, $(grep -o 'discarded [0-9]* bytes' "$said")"
 
+# --no-stdin (a batch script's program that reads stdin, nobody to feed
+# it): the rank reads EOF at once instead of waiting for a writer of its
+# stdin file, whose writes are refused (EPIPE) on the hand-over; on the
+# socket path iofs-run holds the pipe and discards them (as for any rank
+# that closed its stdin)
+"$IOFS_RUN" -v --no-stdin --nspace nostdin -- sh -c "cat; echo \"after cat: \$?\"; $(gate nostdin.go)" \
+	>"$T/nostdin.out" 2>&1 &
+NS=$!
+track $NS
+wait_for 10 file_has "$MNT/nostdin/0/stdout" "after cat: 0" ||
+	fail "--no-stdin: cat did not end at once: $(cat "$T/nostdin.out")"
+if [ "$RUN_PATH" = handover ]; then
+	echo refused >"$MNT/nostdin/0/stdin" 2>"$T/nostdin.w" && fail "--no-stdin: a write to the stdin file succeeded"
+	grep -q 'Broken pipe' "$T/nostdin.w" || fail "--no-stdin: not EPIPE: $(cat "$T/nostdin.w")"
+else
+	echo discarded >"$MNT/nostdin/0/stdin"
+fi
+touch "$T/nostdin.go"
+wait_for 10 finished $NS || fail "--no-stdin job did not end"
+[ "$RUN_PATH" = handover ] || file_has "$T/nostdin.out" "discarded 10 bytes of stdin" ||
+	fail "--no-stdin: the stdin written was not discarded: $(cat "$T/nostdin.out")"
+assert_eq "--no-stdin status" 0 "$(rc_of $NS)"
+
 daemon_alive || fail "daemon died"
 stop_daemon
 log "ok"

@@ -41,7 +41,7 @@ assert_eq "batch job_size" 1 "$(info_get "$MNT/79.batch/info" job_size)"
 assert_eq "batch job state" exited "$(job_state 79.batch)"
 # a second iofs-run of the same batch script: 79.batch~1, the first kept
 ENVIRONMENT=BATCH SLURM_JOB_ID=79 SLURM_PROCID=0 SLURM_NTASKS=4 \
-	"$IOFS_RUN" -- echo second run 2>"$T/batch2.err"
+	"$IOFS_RUN" -v -- echo second run 2>"$T/batch2.err"
 assert_eq "second batch run" "second run" "$(timeout 5 cat "$MNT/79.batch~1/0/stdout")"
 assert_eq "first batch run kept" "from the batch script" "$(timeout 5 cat "$MNT/79.batch/0/stdout")"
 grep -q "job name '79.batch' is taken.*this run is '79.batch~1'" "$T/batch2.err" ||
