@@ -150,7 +150,8 @@ void *job_store(router_job_t *job);
 void job_state_save(router_job_t *job);
 /* A rank of the running @job came or ended: its state is recorded (and
  * its storage opened: a job that printed nothing yet survives a restart)
- * once the current event is done, once for a burst.  Loop thread. */
+ * within STATE_DELAY_MS, once for all that changed meanwhile (and at
+ * shutdown).  Loop thread. */
 void job_state_mark(router_job_t *job);
 /* Off r->state_dirty (idempotent): saved, or freed. */
 void job_state_unmark(router_job_t *job);

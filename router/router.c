@@ -92,10 +92,6 @@ static void notify_arm(router_t *r)
 	event_active(r->ev_notify, EV_READ, 0);
 }
 
-void router_notify(router_t *r)
-{
-	notify_arm(r);
-}
 
 void router_queue_ready(router_t *r, router_reader_t *rd)
 {
@@ -141,8 +137,6 @@ static void run_deferred(router_t *r)
 		if ((rd = TAILQ_FIRST(&r->ready))) {
 			router_unqueue_ready(r, rd);
 			rd->ready(rd->cbdata);
-		} else if (store_state_flush_one(r)) {
-			continue;
 		} else if ((d = STAILQ_FIRST(&r->done))) {
 			STAILQ_REMOVE_HEAD(&r->done, link);
 			if (d->cb)
@@ -228,6 +222,14 @@ static void on_store_timer(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	stream_store_retry(arg);
+}
+
+static void on_state_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	while (store_state_flush_one(arg))
+		;
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -652,8 +654,10 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->ev_store = evtimer_new(base, on_store_timer, r);
 	TAILQ_INIT(&r->store_wait);
 	TAILQ_INIT(&r->store_lazy);
+	r->ev_state = evtimer_new(base, on_state_timer, r);
 	r->ev_xq = event_new(base, -1, 0, on_xq, r);
-	if (!r->ev_notify || !r->ev_timer || !r->ev_xq || !r->ev_store) {
+	if (!r->ev_notify || !r->ev_timer || !r->ev_xq || !r->ev_store ||
+	    !r->ev_state) {
 		router_free(r);
 		return -ENOMEM;
 	}
@@ -691,6 +695,8 @@ void router_shutdown(router_t *r)
 		evtimer_del(r->ev_timer);
 	if (r->ev_store)
 		evtimer_del(r->ev_store);
+	if (r->ev_state)
+		evtimer_del(r->ev_state);
 }
 
 void router_free(router_t *r)
@@ -723,6 +729,8 @@ void router_free(router_t *r)
 		event_free(r->ev_timer);
 	if (r->ev_store)
 		event_free(r->ev_store);
+	if (r->ev_state)
+		event_free(r->ev_state);
 	if (r->ev_xq)
 		event_free(r->ev_xq);
 	pthread_cond_destroy(&r->xq_cond);

@@ -99,8 +99,10 @@ struct router {
 	 * total cap evicts from the first. */
 	TAILQ_HEAD(, router_job) store_done;
 	/* Running jobs whose recorded state is behind (a rank came or went):
-	 * written by the deferred work (store_state_flush_one()). */
+	 * written by ev_state (STATE_DELAY_MS after the first), so that a
+	 * job's ranks coming or going one by one cost one write a period. */
 	TAILQ_HEAD(, router_job) state_dirty;
+	struct event *ev_state;
 	bool store_over_logged; /* the total cap could not be met: logged */
 
 	size_t mem_used; /* sum of every stream buffer's capacity */
@@ -109,8 +111,6 @@ struct router {
 };
 
 uint64_t router_now(router_t *r);
-/* Run the deferred work (ev_notify) once the current event is done. */
-void router_notify(router_t *r);
 void router_logf(router_t *r, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Queue @rd's ready callback (coalesced). */

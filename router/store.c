@@ -8,10 +8,13 @@
 #include <string.h>
 #include <syslog.h>
 
+#include <event2/event.h>
+
 #include "router/job_i.h"
 #include "router/router_i.h"
 
 #define STATE_LINE_MAX 64 /* "rank: 4294967294 running -2147483648\n" */
+#define STATE_DELAY_MS 250 /* a running job's state: one write a period */
 
 void job_state_mark(router_job_t *job)
 {
@@ -22,7 +25,11 @@ void job_state_mark(router_job_t *job)
 		return;
 	job->state_dirty = true;
 	TAILQ_INSERT_TAIL(&r->state_dirty, job, state_link);
-	router_notify(r);
+	if (!evtimer_pending(r->ev_state, NULL)) {
+		struct timeval tv = {0, STATE_DELAY_MS * 1000};
+
+		evtimer_add(r->ev_state, &tv);
+	}
 }
 
 void job_state_unmark(router_job_t *job)
