@@ -217,9 +217,9 @@ static void take_name(struct run_link *l, const struct proto_frame *welcome)
 	    (welcome->name_len == strlen(l->o->nspace) &&
 	     !memcmp(welcome->name, l->o->nspace, welcome->name_len)))
 		return;
-	/* a name the user gave: a warning; the launcher's (a second run in
-	 * one batch script): what was asked for, said with -v */
-	run_log(l->log, l->o->nspace_given ? LOG_WARNING : LOG_INFO,
+	/* always said: the user looks for the job under the other name (a
+	 * squatter may have taken the launcher's, docs/security.md) */
+	run_log(l->log, LOG_WARNING,
 		l->o->nspace_given
 		    ? "job name '%s' is taken (another job, or one still "
 		      "open); this run is '%.*s'"

@@ -34,7 +34,8 @@ run_job() { # $1 = index
 }
 XOFF_TOTAL=0
 run_job 0
-wait_for 5 test "$(ls "$MNT" | wc -l)" -eq 0 || fail "tree not empty after job 0"
+tree_empty() { [ "$(ls "$MNT" | wc -l)" -eq 0 ]; } # re-run by wait_for
+wait_for 5 tree_empty || fail "tree not empty after job 0"
 fd0=$(fd_count $DAEMON_PID)
 rss0=$(proc_status $DAEMON_PID VmRSS)
 for i in $(seq 1 $((JOBS - 1))); do

@@ -35,7 +35,9 @@ PY
 chmod 644 "$T/abandon.py"
 as_nobody env IOFS_SOURCE_DIR="$IOFS_SOURCE_DIR" /usr/bin/python3 "$T/abandon.py" "$SOCK" \
 	"$MNT/abandoned/65535/stdout" || fail "abandoning client failed"
-wait_for 30 test "$(job_state abandoned 2>/dev/null)" = lost || fail "the abandoned job is not lost: $(job_state abandoned)"
+# (a function: wait_for re-runs it; "$(...)" as its argument was read once)
+abandoned_lost() { [ "$(job_state abandoned 2>/dev/null)" = lost ]; }
+wait_for 30 abandoned_lost || fail "the abandoned job is not lost: $(job_state abandoned)"
 rss_before=$(proc_status $DAEMON_PID VmRSS)
 "$IOFS_RUN" --nspace kept -- echo kept
 wait_for 30 test ! -e "$MNT/abandoned" || fail "the abandoned job is still there after linger_lost=2"

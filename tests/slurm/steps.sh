@@ -65,8 +65,10 @@ B=$(sbatch --parsable -o "$T/batch.out" "$T/batch.sh") || fail "sbatch failed"
 [[ $B =~ ^[0-9]+$ ]] || fail "sbatch id '$B'"
 wait_for 90 slurm_idle || fail "batch job $B still queued: $(squeue)"
 # the second iofs-run of the batch script is JOBID.batch too: it keeps the
-# first (a launcher's name is never replaced), quietly (iofs-run -v says so)
-assert_eq "batch job's own output file" "" "$(cat "$T/batch.out")"
+# first (a launcher's name is never replaced) and says where it went
+assert_eq "batch job's own output file" \
+	"iofs-run: job name '$B.batch' is taken (another job, or an earlier run of this launch); this run is '$B.batch~1'" \
+	"$(cat "$T/batch.out")"
 assert_eq "jobs in the mount after sbatch" \
 	"$(printf '%s.0\n%s.1\n%s.0\n%s.1\n%s.batch\n%s.batch~1' $J $J $B $B $B $B | sort)" "$(jobs_in_mount)"
 assert_eq "the batch script's line" "batch script of $B" "$(timeout 5 cat "$MNT/$B.batch/0/stdout")"
