@@ -254,6 +254,24 @@ static void send_data(struct ctx *c, int fd, const char *text)
  * on; once the rank ended, a resume gets HELD (exited) and ERROR 37; a
  * RESUME frame without a resume HELLO is an error.
  */
+/* A version-4 forwarder of job @ns, rank 0 started and @text sent and
+ * acknowledged; its socket (peer state in @p). */
+static int resumable_rank(struct ctx *c, const char *path, const char *ns,
+			  struct proto_peer *p, const char *text)
+{
+	struct proto_frame f;
+	int fd = client_at(c, path);
+
+	*p = fwd_peer(0, 1);
+	send_hello4(c, fd, ns, false);
+	expect(c, fd, p, PROTO_WELCOME, &f);
+	start_rank(c, fd, 0);
+	send_data(c, fd, text);
+	expect(c, fd, p, PROTO_ACK, &f);
+	assert_true(f.ack_bytes == strlen(text));
+	return fd;
+}
+
 static void test_resume(void **state)
 {
 	struct ctx *c = *state;
@@ -270,14 +288,8 @@ static void test_resume(void **state)
 	assert_int_equal(net_server_new(c->base, c->r, &cfg, &s), 0);
 	assert_int_equal(net_server_listen(s, addr, err, sizeof(err)), 0);
 
-	int a = client_at(c, path);
-	struct proto_peer pa = fwd_peer(0, 1);
-	send_hello4(c, a, "rj", false);
-	expect(c, a, &pa, PROTO_WELCOME, &f);
-	start_rank(c, a, 0);
-	send_data(c, a, "abc");
-	expect(c, a, &pa, PROTO_ACK, &f);
-	assert_true(f.ack_bytes == 3);
+	struct proto_peer pa;
+	int a = resumable_rank(c, path, "rj", &pa, "abc");
 	close(a);
 	spin(c, 10);
 	assert_int_equal(state_of(c, "rj", 0, &st), ROUTER_STATE_RUNNING);
@@ -322,13 +334,8 @@ static void test_resume(void **state)
 	 * superseded, detached and kicked in the same turn as the resuming
 	 * one; only the resuming one moves the socket (the detached one did
 	 * it too and crashed the daemon on its NULL bufferevent). */
-	int g = client_at(c, path);
-	struct proto_peer pg = fwd_peer(0, 1);
-	send_hello4(c, g, "rs", false);
-	expect(c, g, &pg, PROTO_WELCOME, &f);
-	start_rank(c, g, 0);
-	send_data(c, g, "xyz");
-	expect(c, g, &pg, PROTO_ACK, &f);
+	struct proto_peer pg;
+	int g = resumable_rank(c, path, "rs", &pg, "xyz");
 	int h = client_at(c, path);
 	struct proto_peer ph = fwd_peer(0, 1);
 	send_hello4(c, h, "rs", true); /* g not closed */
