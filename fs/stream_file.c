@@ -90,12 +90,21 @@ void fs_stream_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 		    struct fuse_file_info *fi)
 {
 	struct fs_stream *s;
+	uint32_t owner, gid;
+	unsigned flags = 0;
 	int rc;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EACCES);
 		return;
 	}
+	/* Only the owner's readers hold the job's producers back: a reader
+	 * of its group (or root) that stops reading must not freeze someone
+	 * else's job.  Theirs wait at the live end all the same, and a lag
+	 * is read from the spool later (docs/security.md). */
+	router_job_owner(in->job, &owner, &gid);
+	if (fuse_req_ctx(req)->uid != owner)
+		flags |= ROUTER_READER_NONBLOCK;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		fuse_reply_err(req, ENOMEM);
@@ -104,8 +113,8 @@ void fs_stream_open(struct fs *fs, fuse_req_t req, struct fs_inode *in,
 	s->base.kind = in->kind;
 	s->fs = fs;
 	TAILQ_INIT(&s->parked);
-	rc = router_reader_open(in->job, in->rank, fs_kind_channel(in->kind), 0,
-				stream_ready, s, &s->rd);
+	rc = router_reader_open(in->job, in->rank, fs_kind_channel(in->kind),
+				flags, stream_ready, s, &s->rd);
 	if (rc != ROUTER_SUCCESS) {
 		free(s);
 		fuse_reply_err(req, fs_errno(rc, false));
