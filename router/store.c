@@ -183,15 +183,81 @@ static uint64_t job_evict(router_job_t *job, uint64_t want)
 	return done;
 }
 
-/* The total cap: the oldest complete jobs lose everything first, then the
- * job being written loses its oldest bytes, largest streams first. */
+/* What each owner's jobs hold in the store (total_cap()). */
+struct owner_sum {
+	uint32_t uid;
+	uint64_t bytes;
+};
+
+/* @sums (at most @cap, *n used): the owners of every job with stored
+ * bytes.  false for want of room: then no fair share, oldest first. */
+static bool owner_sums(router_t *r, struct owner_sum *sums, size_t cap,
+		       size_t *n)
+{
+	router_job_t *job;
+	size_t i;
+
+	*n = 0;
+	TAILQ_FOREACH (job, &r->all_jobs, all_link) {
+		if (!job->store_bytes)
+			continue;
+		for (i = 0; i < *n && sums[i].uid != job->uid; i++)
+			;
+		if (i == *n) {
+			if (*n == cap)
+				return false;
+			sums[(*n)++] = (struct owner_sum){job->uid, 0};
+		}
+		sums[i].bytes += job->store_bytes;
+	}
+	return true;
+}
+
+/* The complete job the total cap takes first: the oldest one of the owner
+ * whose jobs hold the most (so one user's flood evicts that user's own
+ * history before anyone else's), or simply the oldest.  NULL: none. */
+static router_job_t *total_victim(router_t *r, struct owner_sum *sums,
+				  size_t n, struct owner_sum **owner)
+{
+	router_job_t *job, *best = NULL;
+
+	*owner = NULL;
+	TAILQ_FOREACH (job, &r->store_done, done_link) {
+		struct owner_sum *o = NULL;
+
+		for (size_t i = 0; i < n && !o; i++)
+			if (sums[i].uid == job->uid)
+				o = &sums[i];
+		if (!n)
+			return job; /* no sums: the oldest */
+		if (o && (!*owner || o->bytes > (*owner)->bytes)) {
+			*owner = o;
+			best = job;
+		}
+	}
+	return best;
+}
+
+#define OWNERS_MAX 256 /* owners summed for the fair share */
+
+/* The total cap: complete jobs lose everything first (the oldest of the
+ * owner holding the most), then the job being written loses its oldest
+ * bytes, largest streams first. */
 static void total_cap(router_t *r, router_job_t *writing)
 {
 	uint64_t goal = r->max_total - cap_slack(r->max_total);
+	struct owner_sum sums[OWNERS_MAX], *owner;
+	size_t n;
 	router_job_t *job;
 
-	while (r->store_used > goal && (job = TAILQ_FIRST(&r->store_done))) {
-		job_evict(job, job->store_bytes);
+	if (!owner_sums(r, sums, OWNERS_MAX, &n))
+		n = 0;
+	while (r->store_used > goal &&
+	       (job = total_victim(r, sums, n, &owner))) {
+		uint64_t got = job_evict(job, job->store_bytes);
+
+		if (owner)
+			owner->bytes -= got < owner->bytes ? got : owner->bytes;
 		store_job_forget(job); /* done with it */
 	}
 	if (r->store_used > goal)

@@ -220,6 +220,57 @@ static void total_cap_oldest_complete_first(void **state)
 	sp_free(s);
 }
 
+/* One complete job of 60 KB by user @uid, in 1000-byte deliveries. */
+static void one_job_of(struct sp *s, const char *ns, uint32_t uid,
+		       const char *in, size_t n)
+{
+	router_proc_t p;
+	struct router_rank_info info = {.pid = 1, .host = "h", .uid = uid,
+					.gid = uid, .job_size = 1};
+	router_rank_t *rk;
+
+	assert_int_equal(router_proc_set(&p, ns, 0), 0);
+	assert_int_equal(router_rank_register(s->h->r, &p, &info, NULL, NULL,
+					      &rk),
+			 0);
+	for (size_t at = 0; at < n; at += 1000)
+		h_put(s->h, ns, 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0, NULL);
+	router_rank_exit(rk, ROUTER_STATE_EXITED, 0);
+}
+
+/* The total cap under two users: user 2's jobs (120 KB) outweigh user 1's
+ * older one (60 KB), so user 2's oldest goes first and user 1's job stays
+ * whole (found by hand: a user's flood of jobs evicted another user's
+ * finished output, the oldest, first). */
+static void total_cap_fair_share(void **state)
+{
+	struct sp *s = sp_caps(0, 0, 160 * 1024);
+	size_t n = 60000;
+	char *in = malloc(n), *out = malloc(n);
+	struct router_stats st;
+	router_job_t *job;
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 60 == 59 ? '\n' : (char)('a' + i % 26);
+	one_job_of(s, "first", 1, in, n);
+	one_job_of(s, "flood1", 2, in, n);
+	one_job_of(s, "flood2", 2, in, n);
+	job = router_job_lookup(s->h->r, "first");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
+	assert_memory_equal(out, in, n);
+	job = router_job_lookup(s->h->r, "flood1");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, n - WIN); /* all but its ring */
+	job = router_job_lookup(s->h->r, "flood2");
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
+	free(in);
+	free(out);
+	sp_free(s);
+}
+
 /* A job of short lines under a job cap its rank fits in: the merged view
  * (tagged, ten times the rank's bytes, stored as an index) counts what its
  * files take, is not cut, and reads back whole; the job's spool_bytes is
@@ -316,6 +367,7 @@ int main(void)
 	    cmocka_unit_test(stream_cap_keeps_newest),
 	    cmocka_unit_test(job_cap_largest_first),
 	    cmocka_unit_test(total_cap_oldest_complete_first),
+	    cmocka_unit_test(total_cap_fair_share),
 	    cmocka_unit_test(cap_spares_blocking_reader),
 	    cmocka_unit_test(short_lines_view_not_cut),
 	};
