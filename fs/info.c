@@ -120,7 +120,8 @@ static void info_format(router_job_t *job, uint32_t rank,
 			   "merged_dropped_bytes: %" PRIu64 "\n"
 			   "owner_refused: %" PRIu64 "\n",
 			   st->merged_dropped_bytes, st->owner_refused);
-	out_printf(o, "spool_bytes: %" PRIu64 "\n", st->spool_bytes);
+	out_printf(o, "spool_bytes: %" PRIu64 "\nevicted_bytes: %" PRIu64 "\n",
+		   st->spool_bytes, st->evicted_bytes);
 	/* Renamed on a name collision (docs/filesystem.md, "Job names"). */
 	if (strcmp(router_job_requested(job), router_job_nspace(job)) != 0)
 		out_printf(o, "requested: %s\n", router_job_requested(job));

@@ -550,6 +550,10 @@ struct router_stats {
 	/* What the store (the spool) holds: rank, its two streams; job, all
 	 * of its streams and merged views.  0 without storage. */
 	uint64_t spool_bytes;
+	/* What a cap took from the start of the rank streams (their first
+	 * bytes a reader from byte 0 no longer gets, whether or not a reader
+	 * had read them: dropped_bytes counts only what nobody had). */
+	uint64_t evicted_bytes;
 	/* Job only: attempts by other uids to join or replace it. */
 	uint64_t owner_refused;
 	/* Rank only: router_rank_set_link() */

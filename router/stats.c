@@ -23,6 +23,8 @@ static void add_rank(struct router_stats *o, const router_rank_t *rank)
 	    rank->ch[CI_OUT].s.dropped + rank->ch[CI_ERR].s.dropped;
 	o->spool_bytes += stream_store_held(&rank->ch[CI_OUT].s) +
 			  stream_store_held(&rank->ch[CI_ERR].s);
+	o->evicted_bytes += rank->ch[CI_OUT].s.store_start +
+			    rank->ch[CI_ERR].s.store_start;
 	o->stdin_discarded += rank->stdin_discarded;
 	o->stdin_unacked += rank->stdin_unacked;
 	o->reconnects += rank->reconnects;

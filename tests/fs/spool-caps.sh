@@ -20,6 +20,9 @@ check_tail() {
 	got=$(timeout 30 cat "$MNT/$ns/$r/$ch" | wc -c)
 	dropped=$(info_get "$MNT/$ns/$r/info" dropped_bytes)
 	assert_eq "$ns/$r/$ch: dropped $dropped + read $got" "$size" $((dropped + got))
+	# what a cap took from its start, read or not (dropped: unread only)
+	[ "$(info_get "$MNT/$ns/$r/info" evicted_bytes)" -ge "$dropped" ] ||
+		fail "$ns/$r: evicted_bytes $(info_get "$MNT/$ns/$r/info" evicted_bytes) < dropped $dropped"
 	assert_eq "$ns/$r/$ch: the newest $got bytes" \
 		"$("$PRODUCE" -n "$size" -s "$seed" | tail -c "$got" | sha256sum | cut -d' ' -f1)" \
 		"$(timeout 30 cat "$MNT/$ns/$r/$ch" | sha256sum | cut -d' ' -f1)"

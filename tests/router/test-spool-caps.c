@@ -264,6 +264,10 @@ static void total_cap_fair_share(void **state)
 	job = router_job_lookup(s->h->r, "flood1");
 	router_job_stats(job, &st);
 	assert_int_equal(st.dropped_bytes, n - WIN); /* all but its ring */
+	assert_true(st.evicted_bytes >= n - WIN - ROUTER_STORE_ALIGN);
+	job = router_job_lookup(s->h->r, "first");
+	router_job_stats(job, &st);
+	assert_int_equal(st.evicted_bytes, 0);
 	job = router_job_lookup(s->h->r, "flood2");
 	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
 	free(in);
