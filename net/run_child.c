@@ -36,6 +36,11 @@ struct child {
 	struct run_kids *k;
 	uint32_t rank;
 	pid_t pid;
+	/* Linked: the rank leads a process group of its own, and signals go
+	 * to the whole group (what it started too), as mpirun and srun do.
+	 * Not in the fallback: a rank on our terminal stays in its
+	 * foreground group (reading it must not stop the rank). */
+	bool own_group;
 	bool reaped;
 	int wstatus;
 	bool exit_sent;
@@ -316,10 +321,15 @@ static int child_spawn(struct run_kids *k, struct child *ch)
 	ch->pid = fork();
 	if (ch->pid < 0)
 		goto fail_pipes;
-	if (ch->pid == 0)
+	if (ch->pid == 0) {
+		if (linked)
+			setpgid(0, 0);
 		exec_child(k, ch, in, out, err);
+	}
 	if (!linked)
 		return 0;
+	setpgid(ch->pid, ch->pid); /* either of us: no race with a signal */
+	ch->own_group = true;
 	close(in[0]);
 	close(out[1]);
 	close(err[1]);
@@ -496,7 +506,9 @@ void run_kids_signal(struct run_kids *k, int sig)
 {
 	for (uint32_t i = 0; k->kids && i < k->o->count; i++)
 		if (k->kids[i].pid > 0 && !k->kids[i].reaped)
-			kill(k->kids[i].pid, sig);
+			kill(k->kids[i].own_group ? -k->kids[i].pid
+						  : k->kids[i].pid,
+			     sig);
 }
 
 bool run_kids_done(const struct run_kids *k)
