@@ -7,7 +7,7 @@
 # reconnected; the ranks it had not handed over yet then never started on
 # the daemon and the job hung at ~150 of 1024 ranks, and the resume that
 # superseded the live connection crashed the daemon).  Every rank starts,
-# prints its line, reads EOF when the job's stdin is closed, and ends.
+# prints its line, and ends (at once, or when the job's stdin is closed).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 export IOFS_RECONNECT_TIMEOUT=30
@@ -20,7 +20,10 @@ for b in iofs iofs-run; do
 done
 IOFS=$T/iofs
 start_daemon -o resume_window=30
-"$T/iofs-run" -n $N --nspace busy -- sh -c 'echo "rank $IOFS_RANK"; exec cat' \
+# even ranks end at once (their EXITs queue up behind the full socket, ahead
+# of the next RANK_START: iofs-run spun at 100 % CPU there, its bufferevent's
+# frozen output never written), odd ones read stdin to its end
+"$T/iofs-run" -n $N --nspace busy -- sh -c 'echo "rank $IOFS_RANK"; [ $((IOFS_RANK % 2)) = 0 ] || exec cat' \
 	>"$T/busy.out" 2>"$T/busy.err" &
 JOB=$!
 track $JOB
