@@ -155,8 +155,8 @@ void job_state_save(router_job_t *job);
 void job_state_mark(router_job_t *job);
 /* Off r->state_dirty (idempotent): saved, or freed. */
 void job_state_unmark(router_job_t *job);
-/* Record the first marked job's state; false if none was marked. */
-bool store_state_flush_one(router_t *r);
+/* Record the state of every marked job. */
+void store_state_flush(router_t *r);
 /* Apply the caps after @s's store took bytes (router/store.c). */
 void store_caps(struct stream *s);
 /* The store is full: evict the oldest complete job (not @writing) that

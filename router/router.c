@@ -92,7 +92,6 @@ static void notify_arm(router_t *r)
 	event_active(r->ev_notify, EV_READ, 0);
 }
 
-
 void router_queue_ready(router_t *r, router_reader_t *rd)
 {
 	if (rd->queued || !rd->ready)
@@ -228,8 +227,7 @@ static void on_state_timer(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	while (store_state_flush_one(arg))
-		;
+	store_state_flush(arg);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -681,8 +679,7 @@ void router_shutdown(router_t *r)
 	if (!r || r->shut)
 		return;
 	/* the running jobs' state as it is, before they are cut short */
-	while (store_state_flush_one(r))
-		;
+	store_state_flush(r);
 	r->shut = true;
 	pthread_mutex_lock(&r->xq_lock);
 	r->xq_closed = true;

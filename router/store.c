@@ -40,20 +40,19 @@ void job_state_unmark(router_job_t *job)
 	job->state_dirty = false;
 }
 
-bool store_state_flush_one(router_t *r)
+void store_state_flush(router_t *r)
 {
-	router_job_t *job = TAILQ_FIRST(&r->state_dirty);
+	router_job_t *job;
 
-	if (!job)
-		return false;
-	job_state_unmark(job);
-	if (job->removed || job->complete)
-		return true; /* gone, or saved when it completed */
-	if (!job->store)
-		(void)job_store(job); /* opens, then saves */
-	else
-		job_state_save(job);
-	return true;
+	while ((job = TAILQ_FIRST(&r->state_dirty))) {
+		job_state_unmark(job);
+		if (job->removed || job->complete)
+			continue; /* gone, or saved when it completed */
+		if (!job->store)
+			(void)job_store(job); /* opens, then saves */
+		else
+			job_state_save(job);
+	}
 }
 
 /* "state:" then every rank: "rank: ID STATE STATUS" (a running job's
@@ -189,47 +188,54 @@ struct owner_sum {
 	uint64_t bytes;
 };
 
+/* @uid's entry among the @n of @sums, NULL if none. */
+static struct owner_sum *owner_of(struct owner_sum *sums, size_t n,
+				  uint32_t uid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (sums[i].uid == uid)
+			return &sums[i];
+	return NULL;
+}
+
 /* @sums (at most @cap, *n used): the owners of every job with stored
  * bytes.  false for want of room: then no fair share, oldest first. */
 static bool owner_sums(router_t *r, struct owner_sum *sums, size_t cap,
 		       size_t *n)
 {
 	router_job_t *job;
-	size_t i;
+	struct owner_sum *o;
 
 	*n = 0;
 	TAILQ_FOREACH (job, &r->all_jobs, all_link) {
 		if (!job->store_bytes)
 			continue;
-		for (i = 0; i < *n && sums[i].uid != job->uid; i++)
-			;
-		if (i == *n) {
+		if (!(o = owner_of(sums, *n, job->uid))) {
 			if (*n == cap)
 				return false;
-			sums[(*n)++] = (struct owner_sum){job->uid, 0};
+			o = &sums[(*n)++];
+			*o = (struct owner_sum){job->uid, 0};
 		}
-		sums[i].bytes += job->store_bytes;
+		o->bytes += job->store_bytes;
 	}
 	return true;
 }
 
 /* The complete job the total cap takes first: the oldest one of the owner
  * whose jobs hold the most (so one user's flood evicts that user's own
- * history before anyone else's), or simply the oldest.  NULL: none. */
+ * history before anyone else's), or, without @sums, simply the oldest.
+ * NULL: none. */
 static router_job_t *total_victim(router_t *r, struct owner_sum *sums,
 				  size_t n, struct owner_sum **owner)
 {
 	router_job_t *job, *best = NULL;
+	struct owner_sum *o;
 
 	*owner = NULL;
+	if (!n)
+		return TAILQ_FIRST(&r->store_done);
 	TAILQ_FOREACH (job, &r->store_done, done_link) {
-		struct owner_sum *o = NULL;
-
-		for (size_t i = 0; i < n && !o; i++)
-			if (sums[i].uid == job->uid)
-				o = &sums[i];
-		if (!n)
-			return job; /* no sums: the oldest */
+		o = owner_of(sums, n, job->uid);
 		if (o && (!*owner || o->bytes > (*owner)->bytes)) {
 			*owner = o;
 			best = job;
@@ -250,7 +256,10 @@ static void total_cap(router_t *r, router_job_t *writing)
 	size_t n;
 	router_job_t *job;
 
-	if (!owner_sums(r, sums, OWNERS_MAX, &n))
+	/* summed only when a complete job may go: a cap the blocking
+	 * readers keep exceeded comes here on every append */
+	if (TAILQ_EMPTY(&r->store_done) ||
+	    !owner_sums(r, sums, OWNERS_MAX, &n))
 		n = 0;
 	while (r->store_used > goal &&
 	       (job = total_victim(r, sums, n, &owner))) {
