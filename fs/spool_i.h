@@ -60,6 +60,8 @@ struct spool_file {
 	int ci;		  /* channel: 0 stdout, 1 stderr */
 	uint64_t evicted; /* a rank file: a cap evicted [0, evicted) */
 	uint64_t seen;	  /* epoch of the walk that saw it still held */
+	uint64_t in_view; /* a rank file: its bytes [0, in_view) are in its
+			   * merged view (spool_mview_cover(), at restore) */
 	struct spool_mview *mv; /* a merged view's index, NULL: plain file */
 	bool spliced; /* O_APPEND cleared for splice_in (position at its end) */
 	bool listed;  /* on sp->lru (plain files; a view's stay open) */
@@ -106,6 +108,10 @@ ssize_t spool_mview_read(struct spool_file *f, uint64_t off, void *buf,
 			 size_t n);
 void spool_mview_drop(struct spool_file *f, uint64_t to);
 uint64_t spool_mview_held_from(struct spool_file *f);
+/* Restart: set each rank file's in_view from the view's records.  0; 1
+ * when the records cannot tell (literal rank bytes, a punched prefix:
+ * in_view stays 0, complete nothing); or -errno. */
+int spool_mview_cover(struct spool_file *f);
 /* What the view's files take: its index and its literal bytes. */
 uint64_t spool_mview_disk(const struct spool_file *f);
 void spool_mview_close(struct spool_file *f, bool discard);

@@ -39,6 +39,12 @@
 #define MV_RBUF (64u << 10) /* rank bytes read at a time */
 #define MV_TAG_MAX 512u
 #define MV_WALK 128u /* records read at a time by held_from() */
+/* Header: the magic, drop_to at 8, flags at 16. */
+#define MV_HDR_FLAGS 16u
+/* Some piece with rank bytes is stored as literal bytes (XML, a rank
+ * whose store failed...): the records do not say what of each rank the
+ * view holds, so a restart cannot complete the view (spool_mview_cover). */
+#define MV_F_LITERAL 1u
 
 struct mv_rec { /* on disk, host byte order (the spool is this host's) */
 	uint64_t moff, mlen;   /* the piece in the view */
@@ -72,6 +78,7 @@ struct spool_mview {
 	 * too (spool_mview_disk()); never read again. */
 	uint64_t punched;
 	uint64_t lit_punched; /* [0, lit_punched) of <ch>.lit: a hole */
+	uint64_t flags;   /* MV_F_* (header) */
 	uint64_t tag_off; /* the last tag written */
 	uint32_t taglen;
 	char tag[MV_TAG_MAX];
@@ -179,6 +186,7 @@ static int mview_load(struct spool_file *f)
 	    memcmp(hdr, MV_MAGIC, 8) != 0)
 		return -EINVAL;
 	memcpy(&mv->drop_to, hdr + 8, sizeof(mv->drop_to));
+	memcpy(&mv->flags, hdr + MV_HDR_FLAGS, sizeof(mv->flags));
 	mv->lit_end = (uint64_t)lst.st_size;
 	n = st.st_size > MV_HDR ? ((uint64_t)st.st_size - MV_HDR) / sizeof(r)
 				: 0;
@@ -292,6 +300,18 @@ ssize_t spool_mview_append(struct spool_file *f, const struct iovec *iov,
 	for (int i = 0; i < cnt; i++) {
 		v[i] = iov[i];
 		len += iov[i].iov_len;
+	}
+	/* a literal "\n" ends another rank's line; anything else may hold
+	 * rank bytes: say so once, before the record */
+	if (!(f->mv->flags & MV_F_LITERAL) &&
+	    !(len == 1 && cnt >= 1 && v[0].iov_len == 1 &&
+	      *(const char *)v[0].iov_base == '\n')) {
+		uint64_t fl = f->mv->flags | MV_F_LITERAL;
+
+		if (pwrite(f->fd, &fl, sizeof(fl), MV_HDR_FLAGS) !=
+		    (ssize_t)sizeof(fl))
+			return -EIO;
+		f->mv->flags = fl;
 	}
 	r.lit_off = f->mv->lit_end;
 	r.plen = (uint32_t)len;
@@ -656,6 +676,42 @@ uint64_t spool_mview_held_from(struct spool_file *f)
 		view_punch(f);
 	}
 	return mv->valid_from;
+}
+
+int spool_mview_cover(struct spool_file *f)
+{
+	struct spool_mview *mv = f->mv;
+	struct spool_job *j = f->j;
+	struct mv_rec *rs;
+
+	for (size_t k = 0; k < j->nrf[f->ci]; k++)
+		j->rf[f->ci][k]->in_view = 0;
+	if ((mv->flags & MV_F_LITERAL) || rec_first(mv) > 0)
+		return 1;
+	if (!(rs = malloc(MV_WALK * sizeof(*rs))))
+		return -ENOMEM;
+	for (uint64_t i = 0; i < mv->n;) {
+		size_t cnt = mv->n - i < MV_WALK ? (size_t)(mv->n - i) : MV_WALK;
+		int rc = pread_full(f->fd, rs, cnt * sizeof(*rs),
+				    MV_HDR + i * sizeof(*rs));
+
+		if (rc < 0) {
+			free(rs);
+			return rc;
+		}
+		for (size_t k = 0; k < cnt; k++) {
+			struct spool_file *rf;
+
+			if (!rs[k].rlen)
+				continue;
+			rf = spool_rank_find(j, f->ci, rs[k].rank);
+			if (rf && rs[k].roff + rs[k].rlen > rf->in_view)
+				rf->in_view = rs[k].roff + rs[k].rlen;
+		}
+		i += cnt;
+	}
+	free(rs);
+	return 0;
 }
 
 uint64_t spool_mview_disk(const struct spool_file *f)

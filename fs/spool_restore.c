@@ -21,6 +21,7 @@
 #include "log/num.h"
 
 #define STATE_MAX (16u << 20) /* largest state file read */
+#define RESTORE_FEED (64u << 10) /* rank bytes read at a time */
 
 struct rrank {
 	uint32_t id;
@@ -147,9 +148,10 @@ static int scan_ranks(int dirfd, struct rjob *jb)
 	return rc;
 }
 
-/* Hand one stream file to the router (if it is there). */
-static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
-		  uint32_t channel)
+/* Hand one stream file to the router (if it is there); the view's file
+ * when @rank is the wildcard and the view is an index, else NULL. */
+static struct spool_file *adopt(struct spool_job *j, router_job_t *job,
+				uint32_t rank, uint32_t channel)
 {
 	const char *ch = channel == ROUTER_CH_STDOUT ? "stdout" : "stderr";
 	struct spool_file *f;
@@ -162,7 +164,7 @@ static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
 	if (rank == ROUTER_RANK_WILDCARD && spool_mview_exists(j, ci)) {
 		/* an index into the rank files (adopted first) */
 		if (spool_mview_open(j, ci, false, &f) < 0)
-			return;
+			return NULL;
 		size = spool_mview_size(f);
 		goto adopt;
 	}
@@ -172,18 +174,72 @@ static void adopt(struct spool_job *j, router_job_t *job, uint32_t rank,
 		snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
 	if (fstatat(j->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 	    spool_file_open(j, name, false, &f) < 0)
-		return;
+		return NULL;
 	if (spool_file_fd(f) < 0 || fstat(f->fd, &st) != 0 ||
 	    (rank != ROUTER_RANK_WILDCARD &&
 	     spool_rank_file(j, rank, ci, f) < 0)) {
 		spool_close(f, false);
-		return;
+		return NULL;
 	}
 	size = (uint64_t)st.st_size;
 	spool_file_adopted(f, size);
 adopt:
-	if (router_stream_adopt(job, rank, channel, f, size))
+	if (router_stream_adopt(job, rank, channel, f, size)) {
 		spool_close(f, false);
+		return NULL;
+	}
+	return f->mv ? f : NULL;
+}
+
+/*
+ * A daemon that died without a shutdown (kill -9, a crash) had not stored
+ * its merged views' last batch (up to 64 KiB or 100 ms) nor the partial
+ * lines it held: the rank files have those bytes, the views' records end
+ * short of them.  Feed each rank's bytes past its last record to the view
+ * again, as if they had just arrived (nothing when the records cannot
+ * tell: spool_mview_cover()).  After a shutdown there is nothing to feed.
+ */
+static void complete_view(struct spool_job *j, router_job_t *job,
+			  const struct rjob *jb, struct spool_file *view,
+			  int ci)
+{
+	uint32_t channel = ci ? ROUTER_CH_STDERR : ROUTER_CH_STDOUT;
+	uint64_t fed = 0;
+	uint8_t *buf;
+
+	if (!view || spool_mview_cover(view) != 0 ||
+	    !(buf = malloc(RESTORE_FEED)))
+		return;
+	for (size_t i = 0; i < jb->n; i++) {
+		struct spool_file *rf = spool_rank_find(j, ci, jb->ranks[i].id);
+		uint64_t at;
+
+		if (!rf)
+			continue;
+		at = rf->in_view > rf->evicted ? rf->in_view : rf->evicted;
+		while (at < rf->end) {
+			size_t want = rf->end - at < RESTORE_FEED
+					  ? (size_t)(rf->end - at)
+					  : RESTORE_FEED;
+			int fd = spool_file_fd(rf);
+			ssize_t n = fd < 0 ? -1 : pread(fd, buf, want, (off_t)at);
+
+			if (n <= 0 || router_stream_refeed(job, jb->ranks[i].id,
+							   channel, at, buf,
+							   (size_t)n) != 0)
+				break;
+			at += (uint64_t)n;
+			fed += (uint64_t)n;
+		}
+	}
+	free(buf);
+	if (fed)
+		iofs_logf(j->sp->log, LOG_INFO, "spool",
+			  "%s/%s: job %s: %" PRIu64 " bytes of its ranks' %s "
+			  "put in the merged view again (not stored there "
+			  "before the daemon ended)",
+			  j->sp->dir, j->name, jb->nspace, fed,
+			  ci ? "stderr" : "stdout");
 }
 
 /* Register the ranks, adopt the files, end the ranks.  0: @j is the
@@ -219,8 +275,14 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 		adopt(j, job, jb->ranks[i].id, ROUTER_CH_STDERR);
 	}
 	if (rc == 0) {
-		adopt(j, job, ROUTER_RANK_WILDCARD, ROUTER_CH_STDOUT);
-		adopt(j, job, ROUTER_RANK_WILDCARD, ROUTER_CH_STDERR);
+		complete_view(j, job, jb,
+			      adopt(j, job, ROUTER_RANK_WILDCARD,
+				    ROUTER_CH_STDOUT),
+			      0);
+		complete_view(j, job, jb,
+			      adopt(j, job, ROUTER_RANK_WILDCARD,
+				    ROUTER_CH_STDERR),
+			      1);
 	}
 	for (i = 0; i < jb->n; i++) {
 		/* Running then: it waits for its forwarder to resume (the

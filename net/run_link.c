@@ -406,9 +406,13 @@ static void credit_update(struct run_link *l)
 }
 
 /* The children's calls (struct run_kids_ops, @ctx: the link). */
+/* Reconnecting counts: a rank started while the link is down gets pipes,
+ * its output is kept for the resume (or, handed over, its pipes). */
 static bool kops_linked(void *ctx)
 {
-	return ((struct run_link *)ctx)->linked;
+	const struct run_link *l = ctx;
+
+	return l->linked || l->reconnecting;
 }
 
 static struct rlrank *rl(struct run_link *l, uint32_t rank)
@@ -425,8 +429,15 @@ static bool kops_rank_start(void *ctx, uint32_t rank, pid_t pid,
 
 	if (l->rs)
 		rl(l, rank)->pid = pid;
-	if (l->bev && l->handover)
-		return run_link_send_pipes(l, &f, fds);
+	if (l->handover && (l->bev || l->reconnecting)) {
+		if (l->bev) /* a failure takes the link down: resume or not */
+			(void)run_link_send_pipes(l, &f, fds);
+		/* The daemon's pipes: it reads them, or, while we reconnect,
+		 * will after the resume (run_resume_replay() passes them,
+		 * for a rank started meanwhile too); a fallback hands them
+		 * back to us (run_kids_unlinked()). */
+		return l->bev || l->reconnecting;
+	}
 	send_frame(l, &f);
 	return false;
 }

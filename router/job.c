@@ -603,7 +603,8 @@ static int deliver_to(router_t *r, const router_proc_t *source,
 		if (rc < 0)
 			return rc;
 		router_subs_emit(r, source, channel, bytes, len, &eff);
-		rc = line_feed(rank, ci, channel, bytes, len, &eff, now);
+		rc = line_feed(rank, ci, channel, bytes, len, c->s.end - len,
+			       &eff, now);
 		if (rc < 0)
 			router_logf(r, LOG_ERR,
 				    "router: merged view of %s lost bytes: %s",

@@ -327,13 +327,13 @@ void line_resume(router_rank_t *rank, int ci)
 }
 
 int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
-	      size_t n, const router_directives_t *eff, uint64_t now)
+	      size_t n, uint64_t at, const router_directives_t *eff,
+	      uint64_t now)
 {
 	router_t *r = rank->job->r;
 	struct line_state *ls = &rank->ch[ci].ls;
 	const uint8_t *s = p;
 	bool raw = router_dir_on(eff, ROUTER_DIR_OUTPUT_RAW);
-	uint64_t at = rank->ch[ci].s.end - n; /* the rank offset of @p */
 	struct out w = {0};
 	int rc = 0, rc2;
 

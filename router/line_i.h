@@ -20,9 +20,11 @@
 
 #include "router/job_i.h"
 
-/* Feed bytes of @rank's channel @ci (tag channel @channel) to the view. */
+/* Feed bytes of @rank's channel @ci (tag channel @channel), at offset @at
+ * of its stream (in order: where the last feed ended), to the view. */
 int line_feed(router_rank_t *rank, int ci, uint32_t channel, const void *p,
-	      size_t n, const router_directives_t *eff, uint64_t now);
+	      size_t n, uint64_t at, const router_directives_t *eff,
+	      uint64_t now);
 /* Emit the pending partial line (if any); @final also ends the rank's open
  * line in the view with "\n" (COMPLETE, exit, shutdown). */
 int line_flush(router_rank_t *rank, int ci, bool final);

@@ -519,6 +519,16 @@ void router_job_owner_refused(router_job_t *job, uint32_t uid,
 int router_job_adopt_store(router_job_t *job, void *jh);
 int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
 			void *h, uint64_t size);
+/*
+ * Restart: bytes [@at, @at + @n) of @rank's adopted @channel history that
+ * the adopted merged view lacks (the daemon died before it stored the
+ * view's last batch, or a partial line it held) go into the view now, as
+ * if they had just arrived; in order, before the rank ends.  0, or a
+ * negative errno from the view's store, or ROUTER_ERR_BAD_PARAM (a
+ * range outside the history, a completed stream), ROUTER_ERR_NOT_FOUND.
+ */
+int router_stream_refeed(router_job_t *job, uint32_t rank, uint32_t channel,
+			 uint64_t at, const void *p, size_t n);
 
 /* Remove a job from the registry (rmdir).  ROUTER_ERR_BUSY while any rank
  * runs.  A job whose ranks all ended short of its job_size is completed

@@ -11,6 +11,7 @@
 #include <event2/event.h>
 
 #include "router/job_i.h"
+#include "router/line_i.h"
 #include "router/router_i.h"
 
 #define STATE_LINE_MAX 64 /* "rank: 4294967294 running -2147483648\n" */
@@ -124,6 +125,27 @@ int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
 		s = &rk->ch[channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR].s;
 	}
 	return stream_adopt(s, h, size);
+}
+
+int router_stream_refeed(router_job_t *job, uint32_t rank, uint32_t channel,
+			 uint64_t at, const void *p, size_t n)
+{
+	router_directives_t eff;
+	router_rank_t *rk;
+	int ci = channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR;
+
+	if (!job || (channel != ROUTER_CH_STDOUT &&
+		     channel != ROUTER_CH_STDERR) ||
+	    rank == ROUTER_RANK_WILDCARD)
+		return ROUTER_ERR_BAD_PARAM;
+	rk = router_job_rank(job, rank);
+	if (!rk)
+		return ROUTER_ERR_NOT_FOUND;
+	if (rk->ch[ci].s.complete || at + n > rk->ch[ci].s.end)
+		return ROUTER_ERR_BAD_PARAM;
+	eff = job->dirs;
+	eff.value &= eff.set;
+	return line_feed(rk, ci, channel, p, n, at, &eff, router_now(job->r));
 }
 
 /* ---- retention caps ------------------------------------------------------ */
