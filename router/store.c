@@ -243,20 +243,23 @@ static bool owner_sums(router_t *r, struct owner_sum *sums, size_t cap,
 	return true;
 }
 
-/* The complete job the total cap takes first: the oldest one of the owner
- * whose jobs hold the most (so one user's flood evicts that user's own
- * history before anyone else's), or, without @sums, simply the oldest.
- * NULL: none. */
+/* The complete job the total cap (or a full disk) takes first, other
+ * than @skip: the oldest one of the owner whose jobs hold the most (so
+ * one user's flood evicts that user's own history before anyone else's),
+ * or, without @sums, simply the oldest.  NULL: none. */
 static router_job_t *total_victim(router_t *r, struct owner_sum *sums,
-				  size_t n, struct owner_sum **owner)
+				  size_t n, const router_job_t *skip,
+				  struct owner_sum **owner)
 {
 	router_job_t *job, *best = NULL;
 	struct owner_sum *o;
 
 	*owner = NULL;
-	if (!n)
-		return TAILQ_FIRST(&r->store_done);
 	TAILQ_FOREACH (job, &r->store_done, done_link) {
+		if (job == skip)
+			continue;
+		if (!n)
+			return job;
 		o = owner_of(sums, n, job->uid);
 		if (o && (!*owner || o->bytes > (*owner)->bytes)) {
 			*owner = o;
@@ -284,7 +287,7 @@ static void total_cap(router_t *r, router_job_t *writing)
 	    !owner_sums(r, sums, OWNERS_MAX, &n))
 		n = 0;
 	while (r->store_used > goal &&
-	       (job = total_victim(r, sums, n, &owner))) {
+	       (job = total_victim(r, sums, n, NULL, &owner))) {
 		uint64_t got = job_evict(job, job->store_bytes);
 
 		if (owner)
@@ -322,14 +325,19 @@ void store_caps(struct stream *s)
 
 bool store_make_room(router_t *r, router_job_t *writing)
 {
-	router_job_t *job, *next;
+	struct owner_sum sums[OWNERS_MAX], *owner;
+	router_job_t *job;
 	uint64_t got;
+	size_t n;
 
-	for (job = TAILQ_FIRST(&r->store_done); job; job = next) {
-		next = TAILQ_NEXT(job, done_link);
-		if (job == writing)
-			continue;
+	/* the same order as the total cap's */
+	if (TAILQ_EMPTY(&r->store_done) ||
+	    !owner_sums(r, sums, OWNERS_MAX, &n))
+		n = 0;
+	while ((job = total_victim(r, sums, n, writing, &owner))) {
 		got = job_evict(job, job->store_bytes);
+		if (owner)
+			owner->bytes -= got < owner->bytes ? got : owner->bytes;
 		store_job_forget(job);
 		if (got) {
 			router_logf(r, LOG_NOTICE,

@@ -275,6 +275,46 @@ static void total_cap_fair_share(void **state)
 	sp_free(s);
 }
 
+/* A full disk takes a complete job in the total cap's order: the oldest
+ * of the owner whose jobs hold the most.  User 1's job is the oldest, user
+ * 2's two jobs hold more: user 2's older one gives up its space, user 1's
+ * stays whole (before: the oldest job went first, whoever owned it). */
+static void full_store_fair_share(void **state)
+{
+	struct fake fk = {.fail_after = sizeof(((struct fake *)0)->data),
+			  .err = -ENOSPC};
+	struct sp *s = sp_new(&fk_drop_ops, &fk);
+	size_t n = 5000;
+	char *in = malloc(n), out[5000];
+	struct router_stats st;
+	router_job_t *job;
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 50 == 49 ? '\n' : (char)('a' + i % 26);
+	one_job_of(s, "first", 1, in, n);
+	one_job_of(s, "flood1", 2, in, n);
+	one_job_of(s, "flood2", 2, in, n);
+	fk.fail_after = fk.len; /* the disk is full */
+	h_reg(s->h, "new", 0, 1);
+	h_put(s->h, "new", 0, ROUTER_CH_STDOUT, in, 1000, 0, 0, NULL);
+	assert_non_null(strstr(s->h->log, "job flood1 gave up"));
+	assert_null(strstr(s->h->log, "job first gave up"));
+	job = router_job_lookup(s->h->r, "first");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
+	assert_memory_equal(out, in, n);
+	job = router_job_lookup(s->h->r, "flood1");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, n - WIN);
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	h_free(s->h);
+	rm_tree(s->dir, 1);
+	free(s);
+	free(in);
+}
+
 /* A job of short lines under a job cap its rank fits in: the merged view
  * (tagged, ten times the rank's bytes, stored as an index) counts what its
  * files take, is not cut, and reads back whole; the job's spool_bytes is
@@ -372,6 +412,7 @@ int main(void)
 	    cmocka_unit_test(job_cap_largest_first),
 	    cmocka_unit_test(total_cap_oldest_complete_first),
 	    cmocka_unit_test(total_cap_fair_share),
+	    cmocka_unit_test(full_store_fair_share),
 	    cmocka_unit_test(cap_spares_blocking_reader),
 	    cmocka_unit_test(short_lines_view_not_cut),
 	};
