@@ -108,10 +108,11 @@ ssize_t spool_mview_read(struct spool_file *f, uint64_t off, void *buf,
 			 size_t n);
 void spool_mview_drop(struct spool_file *f, uint64_t to);
 uint64_t spool_mview_held_from(struct spool_file *f);
-/* Restart: set each rank file's in_view from the view's records.  0; 1
- * when the records cannot tell (literal rank bytes, a punched prefix:
- * in_view stays 0, complete nothing); or -errno. */
-int spool_mview_cover(struct spool_file *f);
+/* Restart: set each rank file's in_view from the view's records, and
+ * @last_rank to the rank whose bytes end the view (SPOOL_NO_RANK: a
+ * literal piece does).  0; 1 when the records cannot tell (literal rank
+ * bytes, a punched prefix: in_view stays 0, complete nothing); or -errno. */
+int spool_mview_cover(struct spool_file *f, uint32_t *last_rank);
 /* What the view's files take: its index and its literal bytes. */
 uint64_t spool_mview_disk(const struct spool_file *f);
 void spool_mview_close(struct spool_file *f, bool discard);

@@ -678,12 +678,13 @@ uint64_t spool_mview_held_from(struct spool_file *f)
 	return mv->valid_from;
 }
 
-int spool_mview_cover(struct spool_file *f)
+int spool_mview_cover(struct spool_file *f, uint32_t *last_rank)
 {
 	struct spool_mview *mv = f->mv;
 	struct spool_job *j = f->j;
 	struct mv_rec *rs;
 
+	*last_rank = SPOOL_NO_RANK;
 	for (size_t k = 0; k < j->nrf[f->ci]; k++)
 		j->rf[f->ci][k]->in_view = 0;
 	if ((mv->flags & MV_F_LITERAL) || rec_first(mv) > 0)
@@ -708,6 +709,9 @@ int spool_mview_cover(struct spool_file *f)
 			if (rf && rs[k].roff + rs[k].rlen > rf->in_view)
 				rf->in_view = rs[k].roff + rs[k].rlen;
 		}
+		if (i + cnt == mv->n) /* the view ends with this piece */
+			*last_rank = rs[cnt - 1].rlen ? rs[cnt - 1].rank
+						      : SPOOL_NO_RANK;
 		i += cnt;
 	}
 	free(rs);

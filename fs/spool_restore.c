@@ -191,46 +191,75 @@ adopt:
 	return f->mv ? f : NULL;
 }
 
+/* @rank's bytes from @at to its file's end into the view; the count. */
+static uint64_t refeed_rank(router_job_t *job, uint32_t id, uint32_t channel,
+			    struct spool_file *rf, uint64_t at, uint8_t *buf)
+{
+	uint64_t fed = 0;
+
+	while (at < rf->end) {
+		size_t want = rf->end - at < RESTORE_FEED
+				  ? (size_t)(rf->end - at)
+				  : RESTORE_FEED;
+		int fd = spool_file_fd(rf);
+		ssize_t n = fd < 0 ? -1 : pread(fd, buf, want, (off_t)at);
+
+		if (n <= 0 ||
+		    router_stream_refeed(job, id, channel, at, buf, (size_t)n))
+			break;
+		at += (uint64_t)n;
+		fed += (uint64_t)n;
+	}
+	return fed;
+}
+
 /*
- * A daemon that died without a shutdown (kill -9, a crash) had not stored
- * its merged views' last batch (up to 64 KiB or 100 ms) nor the partial
- * lines it held: the rank files have those bytes, the views' records end
+ * The adopted view as the old daemon left it, for the line discipline:
+ * where each rank's line stands (its last byte in the view ended
+ * mid-line: its next piece continues it, "+"), and whose line the view
+ * ends in (the next piece of another rank ends it with "\n" first).
+ * Then a daemon that died without a shutdown (kill -9, a crash) had not
+ * stored its views' last batch (up to 64 KiB or 100 ms) nor the partial
+ * lines it held: the rank files have those bytes, the view's records end
  * short of them.  Feed each rank's bytes past its last record to the view
- * again, as if they had just arrived (nothing when the records cannot
- * tell: spool_mview_cover()).  After a shutdown there is nothing to feed.
+ * again, as if they had just arrived.  Nothing when the records cannot
+ * tell (spool_mview_cover()).  After a shutdown there is nothing to feed.
  */
 static void complete_view(struct spool_job *j, router_job_t *job,
 			  const struct rjob *jb, struct spool_file *view,
 			  int ci)
 {
 	uint32_t channel = ci ? ROUTER_CH_STDERR : ROUTER_CH_STDOUT;
+	uint32_t last_rank;
 	uint64_t fed = 0;
 	uint8_t *buf;
 
-	if (!view || spool_mview_cover(view) != 0 ||
+	if (!view || spool_mview_cover(view, &last_rank) != 0 ||
 	    !(buf = malloc(RESTORE_FEED)))
 		return;
-	for (size_t i = 0; i < jb->n; i++) {
-		struct spool_file *rf = spool_rank_find(j, ci, jb->ranks[i].id);
-		uint64_t at;
+	for (size_t i = 0; i < jb->n; i++) { /* every state before any byte */
+		uint32_t id = jb->ranks[i].id;
+		struct spool_file *rf = spool_rank_find(j, ci, id);
+		int fd;
 
-		if (!rf)
+		if (!rf || !rf->in_view || rf->in_view <= rf->evicted)
 			continue;
-		at = rf->in_view > rf->evicted ? rf->in_view : rf->evicted;
-		while (at < rf->end) {
-			size_t want = rf->end - at < RESTORE_FEED
-					  ? (size_t)(rf->end - at)
-					  : RESTORE_FEED;
-			int fd = spool_file_fd(rf);
-			ssize_t n = fd < 0 ? -1 : pread(fd, buf, want, (off_t)at);
+		fd = spool_file_fd(rf);
+		if (fd >= 0 && pread(fd, buf, 1, (off_t)(rf->in_view - 1)) == 1 &&
+		    buf[0] != '\n')
+			router_stream_view_line(job, id, channel, true,
+						id == last_rank);
+	}
+	for (size_t i = 0; i < jb->n; i++) {
+		uint32_t id = jb->ranks[i].id;
+		struct spool_file *rf = spool_rank_find(j, ci, id);
 
-			if (n <= 0 || router_stream_refeed(job, jb->ranks[i].id,
-							   channel, at, buf,
-							   (size_t)n) != 0)
-				break;
-			at += (uint64_t)n;
-			fed += (uint64_t)n;
-		}
+		if (rf)
+			fed += refeed_rank(job, id, channel, rf,
+					   rf->in_view > rf->evicted
+					       ? rf->in_view
+					       : rf->evicted,
+					   buf);
 	}
 	free(buf);
 	if (fed)

@@ -529,6 +529,15 @@ int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
  */
 int router_stream_refeed(router_job_t *job, uint32_t rank, uint32_t channel,
 			 uint64_t at, const void *p, size_t n);
+/*
+ * Restart: where @rank's line stands in the adopted merged view of
+ * @channel: its last byte there ended mid-line (@midline: its next piece
+ * is a continuation, tagged "+"), and the view ends inside that line
+ * (@open: the next piece of another rank ends it with "\n" first, the
+ * rank's own continues it).  Before any new byte of the rank.
+ */
+int router_stream_view_line(router_job_t *job, uint32_t rank,
+			    uint32_t channel, bool midline, bool open);
 
 /* Remove a job from the registry (rmdir).  ROUTER_ERR_BUSY while any rank
  * runs.  A job whose ranks all ended short of its job_size is completed

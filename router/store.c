@@ -127,6 +127,30 @@ int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
 	return stream_adopt(s, h, size);
 }
 
+int router_stream_view_line(router_job_t *job, uint32_t rank,
+			    uint32_t channel, bool midline, bool open)
+{
+	struct line_state *ls;
+	router_rank_t *rk;
+	int ci = channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR;
+
+	if (!job || (channel != ROUTER_CH_STDOUT &&
+		     channel != ROUTER_CH_STDERR) ||
+	    rank == ROUTER_RANK_WILDCARD)
+		return ROUTER_ERR_BAD_PARAM;
+	rk = router_job_rank(job, rank);
+	if (!rk)
+		return ROUTER_ERR_NOT_FOUND;
+	ls = &rk->ch[ci].ls;
+	ls->midline = midline;
+	ls->channel = channel;
+	if (open)
+		job->m[ci].open = ls;
+	else if (job->m[ci].open == ls)
+		job->m[ci].open = NULL;
+	return 0;
+}
+
 int router_stream_refeed(router_job_t *job, uint32_t rank, uint32_t channel,
 			 uint64_t at, const void *p, size_t n)
 {
