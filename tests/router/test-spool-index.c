@@ -7,6 +7,8 @@
  * interleaved ranks, stderr and stddiag), from any offset, after a restart,
  * and with caps: what the caps evicted from the rank files is counted in
  * merged_dropped_bytes and the rest equals the reference's tail. */
+#include <sys/wait.h>
+
 #include "tests/router/spool_harness.h"
 
 #define BIG (64u << 20)
@@ -338,6 +340,121 @@ static void index_is_small(void **state)
 	sp_free(s);
 }
 
+/* Rank @r's bytes rebuilt from a tagged stdout view of job @ns: a line
+ * "[ns,R]<stdout>: " starts a line of R, "+ " continues one the view cut
+ * (the "\n" before it was the view's); a last line the view ended with
+ * "\n" when the rank had not.  *@len its bytes. */
+static char *unmerge(const char *v, size_t n, const char *ns, uint32_t r,
+		     const char *want, size_t wlen, size_t *len)
+{
+	char *out = malloc(n + 1), pre[64];
+	size_t o = 0, plen;
+
+	assert_non_null(out);
+	plen = (size_t)snprintf(pre, sizeof(pre), "[%s,%u]<stdout>", ns, r);
+	for (size_t i = 0; i < n;) {
+		const char *nl = memchr(v + i, '\n', n - i);
+		size_t end = nl ? (size_t)(nl - v) + 1 : n;
+
+		/* every line is tagged */
+		assert_true(end - i > 3 && v[i] == '[');
+		if (end - i > plen + 2 && memcmp(v + i, pre, plen) == 0) {
+			size_t at = i + plen;
+
+			assert_true(v[at] == ':' || v[at] == '+');
+			assert_true(v[at + 1] == ' ');
+			if (v[at] == '+' && o && out[o - 1] == '\n')
+				o--;
+			memcpy(out + o, v + at + 2, end - at - 2);
+			o += end - at - 2;
+		}
+		i = end;
+	}
+	if (o && out[o - 1] == '\n' && (!wlen || want[wlen - 1] != '\n'))
+		o--;
+	*len = o;
+	return out;
+}
+
+/*
+ * A daemon killed in the middle (a child process that _exit()s with its
+ * view's last batch unstored and partial lines held): the restarted router
+ * completes the view from the rank files (router_stream_refeed) with the
+ * line state as the view left it (router_stream_view_line): each rank's
+ * bytes are in the view exactly once, every line tagged, cut lines
+ * continued with "+".
+ */
+static void index_killed_restart(void **state)
+{
+	struct sp *s = sp_caps(0, 0, 0);
+	const uint32_t n = 5;
+	struct router_config cfg = {.window = WIN, .low_water = WIN / 4};
+	char err[256], *view, *want, *got;
+	size_t vlen, wlen, glen, refed = 0;
+	spool_t *sp2;
+	struct h *h2;
+	router_job_t *job;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* the daemon that is killed */
+		router_rank_t *rk[5];
+		uint64_t x = 9;
+		char buf[400];
+
+		reg_all(s->h, "kd", n, rk);
+		for (int step = 0; step < 2000; step++) {
+			uint32_t r = rnd(&x) % n;
+			size_t len = 1 + rnd(&x) % 300;
+
+			for (size_t k = 0; k < len; k++)
+				buf[k] = rnd(&x) % 40 ? (char)('a' + rnd(&x) % 26)
+						      : '\n';
+			h_put(s->h, "kd", r, ROUTER_CH_STDOUT, buf, len, 0, 0,
+			      NULL);
+			s->h->now += step % 50 ? 1000 : 150000000ull;
+			if (step % 50 == 0)
+				router_run_timers(s->h->r);
+		}
+		_exit(0); /* kill -9: nothing flushed, nothing stored more */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	h_free(s->h); /* this process's router never had the job */
+	spool_free(s->sp);
+	s->h = NULL;
+	s->sp = NULL;
+	assert_int_equal(spool_new(NULL, s->dir, err, sizeof(err), &sp2), 0);
+	cfg.store = spool_store_ops();
+	cfg.store_ctx = sp2;
+	h2 = h_new(&cfg);
+	assert_int_equal(spool_restore(sp2, h2->r, false), 1);
+	job = router_job_lookup(h2->r, "kd");
+	assert_non_null(job);
+	view = merged(job, ROUTER_CH_STDOUT, &vlen);
+	for (uint32_t r = 0; r < n; r++) {
+		want = malloc(1u << 20);
+		assert_non_null(want);
+		wlen = read_all(job, r, ROUTER_CH_STDOUT, want, 1u << 20);
+		assert_true(wlen > 10000);
+		got = unmerge(view, vlen, "kd", r, want, wlen, &glen);
+		assert_int_equal(glen, wlen);
+		assert_memory_equal(got, want, wlen);
+		refed += wlen;
+		free(got);
+		free(want);
+	}
+	assert_true(vlen > refed);
+	free(view);
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -348,6 +465,7 @@ int main(void)
 	    cmocka_unit_test(index_rank_evicts_first),
 	    cmocka_unit_test(index_blocking_reader_keeps_ranks),
 	    cmocka_unit_test(index_is_small),
+	    cmocka_unit_test(index_killed_restart),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
