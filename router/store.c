@@ -127,20 +127,29 @@ int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
 	return stream_adopt(s, h, size);
 }
 
+/* @rank of @job and the index of @channel (stdout or stderr) for a
+ * restart's view calls; 0 or ROUTER_ERR_*. */
+static int restored_rank(router_job_t *job, uint32_t rank, uint32_t channel,
+			 router_rank_t **rk, int *ci)
+{
+	if (!job || (channel != ROUTER_CH_STDOUT &&
+		     channel != ROUTER_CH_STDERR) ||
+	    rank == ROUTER_RANK_WILDCARD)
+		return ROUTER_ERR_BAD_PARAM;
+	*rk = router_job_rank(job, rank);
+	*ci = channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR;
+	return *rk ? 0 : ROUTER_ERR_NOT_FOUND;
+}
+
 int router_stream_view_line(router_job_t *job, uint32_t rank,
 			    uint32_t channel, bool midline, bool open)
 {
 	struct line_state *ls;
 	router_rank_t *rk;
-	int ci = channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR;
+	int ci, rc = restored_rank(job, rank, channel, &rk, &ci);
 
-	if (!job || (channel != ROUTER_CH_STDOUT &&
-		     channel != ROUTER_CH_STDERR) ||
-	    rank == ROUTER_RANK_WILDCARD)
-		return ROUTER_ERR_BAD_PARAM;
-	rk = router_job_rank(job, rank);
-	if (!rk)
-		return ROUTER_ERR_NOT_FOUND;
+	if (rc)
+		return rc;
 	ls = &rk->ch[ci].ls;
 	ls->midline = midline;
 	ls->channel = channel;
@@ -156,15 +165,10 @@ int router_stream_refeed(router_job_t *job, uint32_t rank, uint32_t channel,
 {
 	router_directives_t eff;
 	router_rank_t *rk;
-	int ci = channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR;
+	int ci, rc = restored_rank(job, rank, channel, &rk, &ci);
 
-	if (!job || (channel != ROUTER_CH_STDOUT &&
-		     channel != ROUTER_CH_STDERR) ||
-	    rank == ROUTER_RANK_WILDCARD)
-		return ROUTER_ERR_BAD_PARAM;
-	rk = router_job_rank(job, rank);
-	if (!rk)
-		return ROUTER_ERR_NOT_FOUND;
+	if (rc)
+		return rc;
 	if (rk->ch[ci].s.complete || at + n > rk->ch[ci].s.end)
 		return ROUTER_ERR_BAD_PARAM;
 	eff = job->dirs;

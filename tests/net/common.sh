@@ -85,3 +85,16 @@ start_netns_daemon() {
 	wait_for 10 is_mounted "$MNT" || fail "daemon did not mount"
 	wait_for 10 grep -q "listening on tcp:$IPD:$PORT" "$T/iofs.log" || fail "daemon does not listen on TCP"
 }
+
+# with_nofile LIMIT: the daemon ($IOFS from here) and "$T/iofs-run" run
+# with RLIMIT_NOFILE LIMIT (a hand-over takes 3 descriptors per rank on
+# both sides)
+with_nofile() {
+	local b
+	for b in iofs iofs-run; do
+		printf '#!/bin/sh\nexec prlimit --nofile=%s:%s -- "%s" "$@"\n' "$1" "$1" \
+			"$([ $b = iofs ] && echo "$IOFS" || echo "$IOFS_RUN")" >"$T/$b"
+		chmod 755 "$T/$b"
+	done
+	IOFS=$T/iofs
+}

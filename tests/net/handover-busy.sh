@@ -12,13 +12,7 @@
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 export IOFS_RECONNECT_TIMEOUT=30
 N=1024
-LIMIT=8192 # 3 descriptors per rank on both sides
-for b in iofs iofs-run; do
-	printf '#!/bin/sh\nexec prlimit --nofile=%s:%s -- "%s" "$@"\n' $LIMIT $LIMIT \
-		"$([ $b = iofs ] && echo "$IOFS" || echo "$IOFS_RUN")" >"$T/$b"
-	chmod 755 "$T/$b"
-done
-IOFS=$T/iofs
+with_nofile 8192
 start_daemon -o resume_window=30
 # even ranks end at once (their EXITs queue up behind the full socket, ahead
 # of the next RANK_START: iofs-run spun at 100 % CPU there, its bufferevent's

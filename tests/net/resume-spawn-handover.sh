@@ -12,13 +12,7 @@
 . "$IOFS_SOURCE_DIR/tests/net/common.sh"
 export IOFS_RECONNECT_TIMEOUT=60
 N=1024
-LIMIT=8192 # 3 descriptors per rank on both sides
-for b in iofs iofs-run; do
-	printf '#!/bin/sh\nexec prlimit --nofile=%s:%s -- "%s" "$@"\n' $LIMIT $LIMIT \
-		"$([ $b = iofs ] && echo "$IOFS" || echo "$IOFS_RUN")" >"$T/$b"
-	chmod 755 "$T/$b"
-done
-IOFS=$T/iofs
+with_nofile 8192
 SP=$T/spool
 start_daemon -o spool="$SP" -o resume_window=60
 # even ranks end at once, odd ones read stdin to its end

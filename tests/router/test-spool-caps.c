@@ -238,6 +238,39 @@ static void one_job_of(struct sp *s, const char *ns, uint32_t uid,
 	router_rank_exit(rk, ROUTER_STATE_EXITED, 0);
 }
 
+/* Three complete jobs of @n bytes of lines: "first" of user 1, then
+ * "flood1" and "flood2" of user 2 (the fair-share cases).  @in: n bytes,
+ * filled here. */
+static void three_jobs(struct sp *s, char *in, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 60 == 59 ? '\n' : (char)('a' + i % 26);
+	one_job_of(s, "first", 1, in, n);
+	one_job_of(s, "flood1", 2, in, n);
+	one_job_of(s, "flood2", 2, in, n);
+}
+
+/* After the fair share took its space: "first" whole, "flood1" only its
+ * window. */
+static void first_kept_flood1_gone(struct sp *s, const char *in, size_t n)
+{
+	char *out = malloc(n);
+	struct router_stats st;
+	router_job_t *job;
+
+	assert_non_null(out);
+	job = router_job_lookup(s->h->r, "first");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, 0);
+	assert_int_equal(st.evicted_bytes, 0);
+	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
+	assert_memory_equal(out, in, n);
+	job = router_job_lookup(s->h->r, "flood1");
+	router_job_stats(job, &st);
+	assert_int_equal(st.dropped_bytes, n - WIN); /* all but its ring */
+	free(out);
+}
+
 /* The total cap under two users: user 2's jobs (120 KB) outweigh user 1's
  * older one (60 KB), so user 2's oldest goes first and user 1's job stays
  * whole (found by hand: a user's flood of jobs evicted another user's
@@ -251,23 +284,11 @@ static void total_cap_fair_share(void **state)
 	router_job_t *job;
 
 	(void)state;
-	for (size_t i = 0; i < n; i++)
-		in[i] = i % 60 == 59 ? '\n' : (char)('a' + i % 26);
-	one_job_of(s, "first", 1, in, n);
-	one_job_of(s, "flood1", 2, in, n);
-	one_job_of(s, "flood2", 2, in, n);
-	job = router_job_lookup(s->h->r, "first");
-	router_job_stats(job, &st);
-	assert_int_equal(st.dropped_bytes, 0);
-	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
-	assert_memory_equal(out, in, n);
+	three_jobs(s, in, n);
+	first_kept_flood1_gone(s, in, n);
 	job = router_job_lookup(s->h->r, "flood1");
 	router_job_stats(job, &st);
-	assert_int_equal(st.dropped_bytes, n - WIN); /* all but its ring */
 	assert_true(st.evicted_bytes >= n - WIN - ROUTER_STORE_ALIGN);
-	job = router_job_lookup(s->h->r, "first");
-	router_job_stats(job, &st);
-	assert_int_equal(st.evicted_bytes, 0);
 	job = router_job_lookup(s->h->r, "flood2");
 	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
 	free(in);
@@ -285,29 +306,16 @@ static void full_store_fair_share(void **state)
 			  .err = -ENOSPC};
 	struct sp *s = sp_new(&fk_drop_ops, &fk);
 	size_t n = 5000;
-	char *in = malloc(n), out[5000];
-	struct router_stats st;
-	router_job_t *job;
+	char *in = malloc(n);
 
 	(void)state;
-	for (size_t i = 0; i < n; i++)
-		in[i] = i % 50 == 49 ? '\n' : (char)('a' + i % 26);
-	one_job_of(s, "first", 1, in, n);
-	one_job_of(s, "flood1", 2, in, n);
-	one_job_of(s, "flood2", 2, in, n);
+	three_jobs(s, in, n);
 	fk.fail_after = fk.len; /* the disk is full */
 	h_reg(s->h, "new", 0, 1);
 	h_put(s->h, "new", 0, ROUTER_CH_STDOUT, in, 1000, 0, 0, NULL);
 	assert_non_null(strstr(s->h->log, "job flood1 gave up"));
 	assert_null(strstr(s->h->log, "job first gave up"));
-	job = router_job_lookup(s->h->r, "first");
-	router_job_stats(job, &st);
-	assert_int_equal(st.dropped_bytes, 0);
-	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n), n);
-	assert_memory_equal(out, in, n);
-	job = router_job_lookup(s->h->r, "flood1");
-	router_job_stats(job, &st);
-	assert_int_equal(st.dropped_bytes, n - WIN);
+	first_kept_flood1_gone(s, in, n);
 	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
 	h_free(s->h);
 	rm_tree(s->dir, 1);
