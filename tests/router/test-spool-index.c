@@ -388,8 +388,7 @@ static void index_killed_restart(void **state)
 {
 	struct sp *s = sp_caps(0, 0, 0);
 	const uint32_t n = 5;
-	struct router_config cfg = {.window = WIN, .low_water = WIN / 4};
-	char err[256], *view, *want, *got;
+	char *view, *want, *got;
 	size_t vlen, wlen, glen, refed = 0;
 	spool_t *sp2;
 	struct h *h2;
@@ -423,15 +422,8 @@ static void index_killed_restart(void **state)
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	h_free(s->h); /* this process's router never had the job */
-	spool_free(s->sp);
-	s->h = NULL;
-	s->sp = NULL;
-	assert_int_equal(spool_new(NULL, s->dir, err, sizeof(err), &sp2), 0);
-	cfg.store = spool_store_ops();
-	cfg.store_ctx = sp2;
-	h2 = h_new(&cfg);
-	assert_int_equal(spool_restore(sp2, h2->r, false), 1);
+	/* this process's router never had the job */
+	h2 = restart(s, &sp2, 0, 0);
 	job = router_job_lookup(h2->r, "kd");
 	assert_non_null(job);
 	view = merged(job, ROUTER_CH_STDOUT, &vlen);
