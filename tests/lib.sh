@@ -86,6 +86,14 @@ stop_daemon() {
 	! is_mounted "$MNT" || fail "mount left behind after SIGTERM"
 }
 
+# kill_daemon: SIGKILL (a crash), reaped, its dead mount removed
+kill_daemon() {
+	kill -KILL "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null
+	DAEMON_PID=
+	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+}
+
 # info_get FILE KEY: value of "KEY: value" line
 info_get() { sed -n "s/^$2: //p" "$1" | head -n 1; }
 

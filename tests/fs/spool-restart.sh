@@ -57,10 +57,7 @@ log "restart, 16 ranks: merged view $size0 bytes the same (sha256), every rank's
 for i in $(seq "$KILLS"); do
 	run_job k$i 1 "$PRODUCE" -n 256M -b 4K -s $i
 	wait_for 30 size_ge "$MNT/k$i/0/stdout" $((i << 20)) || fail "k$i: no output"
-	kill -KILL "$DAEMON_PID"
-	wait "$DAEMON_PID" 2>/dev/null
-	DAEMON_PID=
-	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	kill_daemon
 	kill -TERM "$JOB_PID" 2>/dev/null
 	wait_exit 10 "$JOB_PID" || fail "k$i: forwarder did not stop"
 	start_daemon -o spool="$SP"

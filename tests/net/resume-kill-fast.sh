@@ -46,10 +46,7 @@ for i in $(seq $KILLS); do
 	want=$(($(spool_size) + STEP))
 	wait_for 60 grown_or_done $want || fail "kill $i: $want bytes did not arrive: $(cat "$T/kf.err")"
 	state_is kf 0 exited && break
-	kill -KILL "$DAEMON_PID"
-	wait "$DAEMON_PID" 2>/dev/null
-	DAEMON_PID=
-	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	kill_daemon
 	start_daemon -o spool="$SP" -o resume_window=120 -o spool_max_job=4G
 	wait_for 10 test -d "$MNT/kf/0" || fail "kill $i: job not restored"
 	kills=$i

@@ -25,10 +25,7 @@ track $JOB
 wait_for 10 test -e "$MNT/mv/0/stdout" || fail "job did not appear"
 restart() { # $1: how (KILL or TERM)
 	if [ "$1" = KILL ]; then
-		kill -KILL "$DAEMON_PID"
-		wait "$DAEMON_PID" 2>/dev/null
-		DAEMON_PID=
-		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+		kill_daemon
 	else
 		stop_daemon
 	fi

@@ -18,10 +18,7 @@ track $J
 wait_for 10 grep -q ready "$MNT/ns/0/stdout" 2>/dev/null || fail "job did not start"
 touch "$T/go"
 wait_for 30 info_at_least ns 0 stdout_bytes $(((8 << 20) + 6)) || fail "the blob did not arrive"
-kill -KILL "$DAEMON_PID"
-wait "$DAEMON_PID" 2>/dev/null
-DAEMON_PID=
-fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+kill_daemon
 start_daemon -o resume_window=60 -o nospool
 touch "$T/two"
 wait_for 30 test -e "$MNT/ns/0/stdout" || fail "job not recreated: $(cat "$T/e")"

@@ -51,10 +51,7 @@ track "$RL_RANK"
 
 kill -STOP $JOB $QUIET
 kill -KILL $GONE "$RL_RANK" # rl's forwarder and rank: never back
-kill -KILL "$DAEMON_PID"
-wait "$DAEMON_PID" 2>/dev/null
-DAEMON_PID=
-fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+kill_daemon
 start_daemon -o spool="$SP" -o resume_window=$WINDOW
 for ns in ri rl rz; do
 	wait_for 10 state_is_link $ns 0 reconnecting || fail "$ns not restored waiting: $(cat "$MNT/$ns/0/info" 2>&1)"

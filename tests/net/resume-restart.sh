@@ -35,10 +35,7 @@ for i in $(seq $KILLS); do
 	wait_for 60 info_at_least rs 0 stdout_bytes $want || fail "kill $i: $want bytes did not arrive: $(cat "$T/rs.err")"
 	if [ $((i % 2)) = 1 ]; then
 		how="kill -9"
-		kill -KILL "$DAEMON_PID"
-		wait "$DAEMON_PID" 2>/dev/null
-		DAEMON_PID=
-		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+		kill_daemon
 	else
 		how="SIGTERM with a reader"
 		start_reader "$MNT/rs/0/stdout" "$T/follow.$i"

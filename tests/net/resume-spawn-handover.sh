@@ -36,10 +36,7 @@ stalled() {
 wait_for 20 stalled || fail "the forwarder's start loop did not stall on the stopped daemon"
 before=$(nkids)
 [ "$before" -lt $N ] || fail "all $N ranks started before the daemon stopped: the case is not reached"
-kill -KILL "$DAEMON_PID"
-wait "$DAEMON_PID" 2>/dev/null
-DAEMON_PID=
-fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+kill_daemon
 wait_for 30 grep -q "reconnecting" "$T/spawn.err" || fail "the forwarder did not reconnect: $(cat "$T/spawn.err")"
 start_daemon -o spool="$SP" -o resume_window=60
 all_ranks() { [ "$(info_get "$MNT/spawn/info" ranks)" = $N ]; }

@@ -35,10 +35,7 @@ assert_eq "owner" "nobody" "$(stat -c %U "$MNT/nbr/0/stdout")"
 for i in 1 2; do
 	want=$((i * 6 << 20))
 	wait_for 60 info_at_least nbr 0 stdout_bytes $want || fail "kill $i: $want bytes did not arrive: $(cat "$T/nb.err")"
-	kill -KILL "$DAEMON_PID"
-	wait "$DAEMON_PID" 2>/dev/null
-	DAEMON_PID=
-	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	kill_daemon
 	daemon
 	wait_for 10 test -d "$MNT/nbr/0" || fail "kill $i: job not restored"
 	wait_for 60 state_is_link nbr 0 connected || fail "kill $i: not resumed: $(cat "$MNT/nbr/0/info"; cat "$T/nb.err")"

@@ -44,10 +44,7 @@ assert_eq "the first refusal logged with both uids" 1 "$n1"
 # while root's forwarder is stopped (alive, so it may still resume: a
 # forwarder that exited makes its ranks lost at once, net/resume-gone.sh)
 kill -STOP $V
-kill -KILL "$DAEMON_PID"
-wait "$DAEMON_PID" 2>/dev/null
-DAEMON_PID=
-fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+kill_daemon
 start_daemon -o resume_window=60
 wait_for 10 state_is_link victim 0 reconnecting || fail "victim rank not waiting: $(cat "$MNT/victim/0/info")"
 out=$(resume_as_nobody)
