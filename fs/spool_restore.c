@@ -213,6 +213,19 @@ static uint64_t refeed_rank(router_job_t *job, uint32_t id, uint32_t channel,
 	return fed;
 }
 
+/* True when @j has no view of channel @ci on disk at all, neither an
+ * index nor an earlier version's copy: the daemon died before it stored
+ * the view's first batch. */
+static bool view_never_stored(struct spool_job *j, int ci)
+{
+	struct stat st;
+
+	return !spool_mview_exists(j, ci) &&
+	       fstatat(j->dirfd, ci ? "stderr" : "stdout", &st,
+		       AT_SYMLINK_NOFOLLOW) != 0 &&
+	       errno == ENOENT;
+}
+
 /*
  * The adopted view as the old daemon left it, for the line discipline:
  * where each rank's line stands (its last byte in the view ended
@@ -223,7 +236,9 @@ static uint64_t refeed_rank(router_job_t *job, uint32_t id, uint32_t channel,
  * lines it held: the rank files have those bytes, the view's records end
  * short of them.  Feed each rank's bytes past its last record to the view
  * again, as if they had just arrived.  Nothing when the records cannot
- * tell (spool_mview_cover()).  After a shutdown there is nothing to feed.
+ * tell (spool_mview_cover()).  No view file at all: the daemon died
+ * before its first batch, every rank's bytes go in.  After a shutdown
+ * there is nothing to feed.
  */
 static void complete_view(struct spool_job *j, router_job_t *job,
 			  const struct rjob *jb, struct spool_file *view,
@@ -234,8 +249,12 @@ static void complete_view(struct spool_job *j, router_job_t *job,
 	uint64_t fed = 0;
 	uint8_t *buf;
 
-	if (!view || spool_mview_cover(view, &last_rank) != 0 ||
-	    !(buf = malloc(RESTORE_FEED)))
+	if (view ? spool_mview_cover(view, &last_rank) != 0
+		 : !view_never_stored(j, ci))
+		return;
+	if (!view) /* killed before its first batch: none of it is there */
+		last_rank = SPOOL_NO_RANK;
+	if (!(buf = malloc(RESTORE_FEED)))
 		return;
 	for (size_t i = 0; i < jb->n; i++) { /* every state before any byte */
 		uint32_t id = jb->ranks[i].id;

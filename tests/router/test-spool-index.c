@@ -447,6 +447,62 @@ static void index_killed_restart(void **state)
 	free(s);
 }
 
+/*
+ * The same kill, before the view's first batch was stored: the job's
+ * directory has its rank files and no view file at all.  The restart makes
+ * the view from the rank files, each rank's bytes once.
+ */
+static void index_killed_before_view(void **state)
+{
+	struct sp *s = sp_caps(0, 0, 0);
+	const uint32_t n = 3;
+	char *view, want[64], *got;
+	size_t vlen, wlen, glen;
+	spool_t *sp2;
+	struct h *h2;
+	router_job_t *job;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* the daemon that is killed, no timer ever ran */
+		router_rank_t *rk[3];
+
+		reg_all(s->h, "kv", n, rk);
+		for (uint32_t r = 0; r < n; r++) {
+			int len = snprintf(want, sizeof(want), "rank %u\nhalf", r);
+
+			h_put(s->h, "kv", r, ROUTER_CH_STDOUT, want, (size_t)len,
+			      0, 0, NULL);
+		}
+		char path[sizeof(s->dir) + 16];
+
+		snprintf(path, sizeof(path), "%s/0/stdout.idx", s->dir);
+		_exit(access(path, F_OK) == 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0); /* the case: no view file */
+	h2 = restart(s, &sp2, 0, 0);
+	job = router_job_lookup(h2->r, "kv");
+	assert_non_null(job);
+	view = merged(job, ROUTER_CH_STDOUT, &vlen);
+	for (uint32_t r = 0; r < n; r++) {
+		wlen = (size_t)snprintf(want, sizeof(want), "rank %u\nhalf", r);
+		got = unmerge(view, vlen, "kv", r, want, wlen, &glen);
+		assert_int_equal(glen, wlen);
+		assert_memory_equal(got, want, wlen);
+		free(got);
+	}
+	free(view);
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -458,6 +514,7 @@ int main(void)
 	    cmocka_unit_test(index_blocking_reader_keeps_ranks),
 	    cmocka_unit_test(index_is_small),
 	    cmocka_unit_test(index_killed_restart),
+	    cmocka_unit_test(index_killed_before_view),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
