@@ -376,6 +376,60 @@ static char *unmerge(const char *v, size_t n, const char *ns, uint32_t r,
 	return out;
 }
 
+/* Run @daemon(@s) in a child that then _exit()s with its result, as a
+ * daemon killed -9 would end (nothing flushed, nothing freed); the
+ * child's exit status. */
+static int run_killed(struct sp *s, int (*daemon)(struct sp *s))
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(daemon(s));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* @daemon run and killed (run_killed(), exit status 0 wanted), the
+ * spool restarted (*h2, *sp2): job @ns, and its merged stdout (*vlen
+ * bytes, the caller's to free). */
+static char *killed_view(struct sp *s, int (*daemon)(struct sp *s),
+			 const char *ns, struct h **h2, spool_t **sp2,
+			 router_job_t **job, size_t *vlen)
+{
+	assert_int_equal(run_killed(s, daemon), 0);
+	/* this process's router never had the job */
+	*h2 = restart(s, sp2, 0, 0);
+	*job = router_job_lookup((*h2)->r, ns);
+	assert_non_null(*job);
+	return merged(*job, ROUTER_CH_STDOUT, vlen);
+}
+
+/* index_killed_restart's daemon: 2000 random pieces of 5 ranks, the
+ * timers run now and then (the view stores its batches). */
+static int killed_random(struct sp *s)
+{
+	router_rank_t *rk[5];
+	uint64_t x = 9;
+	char buf[400];
+
+	reg_all(s->h, "kd", 5, rk);
+	for (int step = 0; step < 2000; step++) {
+		uint32_t r = rnd(&x) % 5;
+		size_t len = 1 + rnd(&x) % 300;
+
+		for (size_t k = 0; k < len; k++)
+			buf[k] = rnd(&x) % 40 ? (char)('a' + rnd(&x) % 26) : '\n';
+		h_put(s->h, "kd", r, ROUTER_CH_STDOUT, buf, len, 0, 0, NULL);
+		s->h->now += step % 50 ? 1000 : 150000000ull;
+		if (step % 50 == 0)
+			router_run_timers(s->h->r);
+	}
+	return 0;
+}
+
 /*
  * A daemon killed in the middle (a child process that _exit()s with its
  * view's last batch unstored and partial lines held): the restarted router
@@ -393,40 +447,9 @@ static void index_killed_restart(void **state)
 	spool_t *sp2;
 	struct h *h2;
 	router_job_t *job;
-	int status;
-	pid_t pid;
 
 	(void)state;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) { /* the daemon that is killed */
-		router_rank_t *rk[5];
-		uint64_t x = 9;
-		char buf[400];
-
-		reg_all(s->h, "kd", n, rk);
-		for (int step = 0; step < 2000; step++) {
-			uint32_t r = rnd(&x) % n;
-			size_t len = 1 + rnd(&x) % 300;
-
-			for (size_t k = 0; k < len; k++)
-				buf[k] = rnd(&x) % 40 ? (char)('a' + rnd(&x) % 26)
-						      : '\n';
-			h_put(s->h, "kd", r, ROUTER_CH_STDOUT, buf, len, 0, 0,
-			      NULL);
-			s->h->now += step % 50 ? 1000 : 150000000ull;
-			if (step % 50 == 0)
-				router_run_timers(s->h->r);
-		}
-		_exit(0); /* kill -9: nothing flushed, nothing stored more */
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	/* this process's router never had the job */
-	h2 = restart(s, &sp2, 0, 0);
-	job = router_job_lookup(h2->r, "kd");
-	assert_non_null(job);
-	view = merged(job, ROUTER_CH_STDOUT, &vlen);
+	view = killed_view(s, killed_random, "kd", &h2, &sp2, &job, &vlen);
 	for (uint32_t r = 0; r < n; r++) {
 		want = malloc(1u << 20);
 		assert_non_null(want);
@@ -447,6 +470,24 @@ static void index_killed_restart(void **state)
 	free(s);
 }
 
+/* index_killed_before_view's daemon: a line and a partial line per rank,
+ * no timer ever run; 1 if the view's file was made all the same. */
+static int killed_before_view(struct sp *s)
+{
+	char buf[64], path[sizeof(s->dir) + 16];
+	router_rank_t *rk[3];
+
+	reg_all(s->h, "kv", 3, rk);
+	for (uint32_t r = 0; r < 3; r++) {
+		int len = snprintf(buf, sizeof(buf), "rank %u\nhalf", r);
+
+		h_put(s->h, "kv", r, ROUTER_CH_STDOUT, buf, (size_t)len, 0, 0,
+		      NULL);
+	}
+	snprintf(path, sizeof(path), "%s/0/stdout.idx", s->dir);
+	return access(path, F_OK) == 0;
+}
+
 /*
  * The same kill, before the view's first batch was stored: the job's
  * directory has its rank files and no view file at all.  The restart makes
@@ -461,34 +502,10 @@ static void index_killed_before_view(void **state)
 	spool_t *sp2;
 	struct h *h2;
 	router_job_t *job;
-	int status;
-	pid_t pid;
 
 	(void)state;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) { /* the daemon that is killed, no timer ever ran */
-		router_rank_t *rk[3];
-
-		reg_all(s->h, "kv", n, rk);
-		for (uint32_t r = 0; r < n; r++) {
-			int len = snprintf(want, sizeof(want), "rank %u\nhalf", r);
-
-			h_put(s->h, "kv", r, ROUTER_CH_STDOUT, want, (size_t)len,
-			      0, 0, NULL);
-		}
-		char path[sizeof(s->dir) + 16];
-
-		snprintf(path, sizeof(path), "%s/0/stdout.idx", s->dir);
-		_exit(access(path, F_OK) == 0);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0); /* the case: no view file */
-	h2 = restart(s, &sp2, 0, 0);
-	job = router_job_lookup(h2->r, "kv");
-	assert_non_null(job);
-	view = merged(job, ROUTER_CH_STDOUT, &vlen);
+	/* the case (exit status 0): no view file */
+	view = killed_view(s, killed_before_view, "kv", &h2, &sp2, &job, &vlen);
 	for (uint32_t r = 0; r < n; r++) {
 		wlen = (size_t)snprintf(want, sizeof(want), "rank %u\nhalf", r);
 		got = unmerge(view, vlen, "kv", r, want, wlen, &glen);
