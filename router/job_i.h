@@ -162,12 +162,6 @@ void store_caps(struct stream *s);
 /* The store is full: evict the oldest complete job (not @writing) that
  * holds bytes.  true if that freed some. */
 bool store_make_room(router_t *r, router_job_t *writing);
-/* True when @job's owner is at the per-owner cap (router.max_user) even
- * after evicting what it may (its complete jobs, then @job's and its
- * other running jobs' oldest bytes): blocking readers of that owner's
- * jobs keep the rest.  Its streams' writes wait (store_wait(),
- * SUSPEND_SPOOL) until it is not. */
-bool store_user_full(router_job_t *job);
 /* The job completed / is freed: on / off r->store_done. */
 void store_job_done(router_job_t *job);
 void store_job_forget(router_job_t *job);

@@ -39,9 +39,6 @@ struct router_sub {
 	void *cbdata;
 };
 
-/* The counters of router.uid_jobs. */
-enum { UID_JOBS = 0, UID_STORE = 1 };
-
 struct router {
 	struct event_base *base;
 	size_t window, low_water, budget, buffering_size;
@@ -57,9 +54,7 @@ struct router {
 
 	TAILQ_HEAD(, router_job) jobs;	   /* the registry */
 	struct strmap job_index;	   /* nspace -> job of @jobs */
-	/* uid -> [UID_JOBS] jobs of @jobs it owns, [UID_STORE] the bytes its
-	 * jobs' stores hold */
-	struct strmap uid_jobs;
+	struct strmap uid_jobs;		   /* uid -> jobs of @jobs it owns */
 	TAILQ_HEAD(, router_job) all_jobs; /* every job not yet freed */
 	TAILQ_HEAD(, router_sub) subs;
 	int sub_walk;  /* depth of walks over @subs */
@@ -100,10 +95,6 @@ struct router {
 	 * (the sum of every stream's [store_start, stored)). */
 	uint64_t max_stream, max_job, max_total;
 	uint64_t store_used;
-	/* The per-owner cap (router_config.store_max_user; 0 = none) and the
-	 * owner it spares; each owner's bytes are uid_jobs[UID_STORE]. */
-	uint64_t max_user;
-	uint32_t user_exempt;
 	/* Complete jobs whose store holds bytes, in completion order: the
 	 * total cap evicts from the first. */
 	TAILQ_HEAD(, router_job) store_done;

@@ -335,55 +335,6 @@ static void total_cap(router_t *r, router_job_t *writing)
 	}
 }
 
-/* What @uid's jobs hold in the store. */
-static uint64_t user_bytes(router_t *r, uint32_t uid)
-{
-	return uidmap_value(&r->uid_jobs, uid, UID_STORE);
-}
-
-/* The per-owner cap: @writing's owner's complete jobs lose everything
- * first, oldest first, then @writing its oldest bytes, largest streams
- * first (the total cap's order within one owner's jobs), then the
- * owner's other running jobs theirs.  Never what a running job's blocking
- * reader still needs: what those keep is what holds the owner back
- * (store_user_full()). */
-static void user_cap(router_t *r, router_job_t *writing)
-{
-	uint64_t goal = r->max_user - cap_slack(r->max_user), held;
-	uint32_t uid = writing->uid;
-	router_job_t *job, *next;
-
-	for (job = TAILQ_FIRST(&r->store_done);
-	     job && user_bytes(r, uid) > goal; job = next) {
-		next = TAILQ_NEXT(job, done_link);
-		if (job->uid != uid || job == writing)
-			continue;
-		job_evict(job, job->store_bytes);
-		store_job_forget(job); /* done with it, as total_cap() */
-	}
-	held = user_bytes(r, uid);
-	if (held > goal)
-		job_evict(writing, held - goal);
-	TAILQ_FOREACH (job, &r->all_jobs, all_link) {
-		held = user_bytes(r, uid);
-		if (held <= goal)
-			break;
-		if (job->uid == uid && job != writing && job->store_bytes)
-			job_evict(job, held - goal);
-	}
-}
-
-bool store_user_full(router_job_t *job)
-{
-	router_t *r = job->r;
-
-	if (!r->max_user || job->uid == r->user_exempt ||
-	    user_bytes(r, job->uid) < r->max_user)
-		return false;
-	user_cap(r, job);
-	return user_bytes(r, job->uid) >= r->max_user;
-}
-
 void store_caps(struct stream *s)
 {
 	router_t *r = s->r;
@@ -395,9 +346,6 @@ void store_caps(struct stream *s)
 	if (r->max_job && job->store_bytes > r->max_job)
 		job_evict(job, job->store_bytes - r->max_job +
 				   cap_slack(r->max_job));
-	if (r->max_user && job->uid != r->user_exempt &&
-	    user_bytes(r, job->uid) > r->max_user)
-		user_cap(r, job);
 	if (r->max_total && r->store_used > r->max_total)
 		total_cap(r, job);
 	mrec_follow(job);

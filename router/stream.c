@@ -54,9 +54,6 @@ static void store_account(struct stream *s, int64_t delta)
 	s->charged += (uint64_t)delta;
 	s->job->store_bytes += (uint64_t)delta;
 	s->r->store_used += (uint64_t)delta;
-	/* a failure (no memory for a new owner) only makes the owner's sum
-	 * low: the per-owner cap then acts later */
-	uidmap_add(&s->r->uid_jobs, s->job->uid, UID_STORE, delta);
 }
 
 /* The store is gone: nothing counted for it any more. */
@@ -64,8 +61,6 @@ static void store_uncharge(struct stream *s)
 {
 	s->job->store_bytes -= s->charged;
 	s->r->store_used -= s->charged;
-	uidmap_add(&s->r->uid_jobs, s->job->uid, UID_STORE,
-		   -(int64_t)s->charged);
 	s->charged = 0;
 }
 
@@ -166,8 +161,7 @@ static void store_timer_arm(router_t *r)
 		evtimer_add(r->ev_store, &tv);
 }
 
-/* The store is full (@err; 0: the owner's cap, store_user_full()): hold
- * the producer(s) back, retry on the timer. */
+/* The store is full: hold the producer(s) back, retry on the timer. */
 static void store_wait(struct stream *s, int err)
 {
 	char name[ROUTER_NSPACE_MAX + 32];
@@ -177,11 +171,7 @@ static void store_wait(struct stream *s, int err)
 		router_logf(s->r, LOG_WARNING,
 			    "%s: spool write: %s: holding its producer back "
 			    "at byte %" PRIu64 ", retrying",
-			    name,
-			    err ? strerror(err)
-				: "its owner's jobs hold the per-user cap "
-				  "(spool_max_user) and their readers keep it",
-			    s->stored);
+			    name, strerror(err), s->stored);
 		s->store_warned = true;
 	}
 	if (!s->store_full) {
@@ -223,10 +213,6 @@ static void store_sync(struct stream *s)
 
 	if (!store_live(s) || s->stored >= s->end || !store_open(s))
 		return;
-	if (store_user_full(s->job)) {
-		store_wait(s, 0);
-		return;
-	}
 	while (s->stored < s->end) {
 		struct iovec iov[2];
 		ssize_t w;
@@ -280,8 +266,8 @@ ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
 	    s->rank == ROUTER_RANK_WILDCARD || s->complete)
 		return -ENOTSUP;
 	store_sync(s); /* nothing may wait ahead of these bytes */
-	if (s->store_full || store_user_full(s->job))
-		return -ENOSPC; /* the usual deliver holds them (store_sync) */
+	if (s->store_full)
+		return -ENOSPC;
 	if (!store_live(s) || s->stored < s->end || !store_open(s))
 		return -ENOTSUP;
 	for (;;) {
