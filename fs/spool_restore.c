@@ -245,16 +245,13 @@ static void complete_view(struct spool_job *j, router_job_t *job,
 			  int ci)
 {
 	uint32_t channel = ci ? ROUTER_CH_STDERR : ROUTER_CH_STDOUT;
-	uint32_t last_rank;
+	uint32_t last_rank = SPOOL_NO_RANK; /* no view: none of it is there */
 	uint64_t fed = 0;
 	uint8_t *buf;
 
-	if (view ? spool_mview_cover(view, &last_rank) != 0
-		 : !view_never_stored(j, ci))
-		return;
-	if (!view) /* killed before its first batch: none of it is there */
-		last_rank = SPOOL_NO_RANK;
-	if (!(buf = malloc(RESTORE_FEED)))
+	if ((view ? spool_mview_cover(view, &last_rank) != 0
+		  : !view_never_stored(j, ci)) ||
+	    !(buf = malloc(RESTORE_FEED)))
 		return;
 	for (size_t i = 0; i < jb->n; i++) { /* every state before any byte */
 		uint32_t id = jb->ranks[i].id;

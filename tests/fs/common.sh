@@ -16,8 +16,9 @@ run_job() {
 	wait_for 10 test -d "$MNT/$ns/$((n - 1))" || fail "job $ns did not appear"
 }
 
-# gate NAME: a rank-side wait for "touch $T/NAME" (bounded: 30 s)
-gate() { echo "i=0; while [ ! -e $T/$1 ] && [ \$i -lt 1500 ]; do sleep 0.02; i=\$((i+1)); done"; }
+# gate NAME [STEP POLLS]: a rank-side wait for "touch $T/NAME", polling
+# every STEP seconds at most POLLS times (default 0.02 and 1500: 30 s)
+gate() { echo "i=0; while [ ! -e $T/$1 ] && [ \$i -lt ${3:-1500} ]; do sleep ${2:-0.02}; i=\$((i+1)); done"; }
 
 # finished PID: true once PID has exited
 finished() { ! kill -0 "$1" 2>/dev/null; }

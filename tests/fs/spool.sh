@@ -20,7 +20,6 @@ file_has "$T/bad.out" "spool $T/open: mode 0777 is writable by other users" ||
 start_daemon -o spool="$SP",spool_max_job=none,spool_max=none
 [ "$(stat -c %a "$SP")" = 700 ] || fail "spool mode $(stat -c %a "$SP")"
 
-
 # 1. 7 ranks x 500,000 bytes of lines, nobody reading; then a late cat of
 #    the merged view gets all 3,500,000 bytes, each rank's exactly.
 run_job m 7 sh -c "exec $PRODUCE -l -n 500000 -s \$IOFS_RANK"

@@ -376,10 +376,13 @@ static char *unmerge(const char *v, size_t n, const char *ns, uint32_t r,
 	return out;
 }
 
-/* Run @daemon(@s) in a child that then _exit()s with its result, as a
- * daemon killed -9 would end (nothing flushed, nothing freed); the
- * child's exit status. */
-static int run_killed(struct sp *s, int (*daemon)(struct sp *s))
+/* @daemon(@s) run in a child that then _exit()s with its result (0
+ * wanted), as a daemon killed -9 ends: nothing flushed, nothing freed.
+ * Then the spool restarted (*h2, *sp2): job @ns, and its merged stdout
+ * (*vlen bytes, the caller's to free). */
+static char *killed_view(struct sp *s, int (*daemon)(struct sp *s),
+			 const char *ns, struct h **h2, spool_t **sp2,
+			 router_job_t **job, size_t *vlen)
 {
 	int status;
 	pid_t pid = fork();
@@ -389,17 +392,7 @@ static int run_killed(struct sp *s, int (*daemon)(struct sp *s))
 		_exit(daemon(s));
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
-	return WEXITSTATUS(status);
-}
-
-/* @daemon run and killed (run_killed(), exit status 0 wanted), the
- * spool restarted (*h2, *sp2): job @ns, and its merged stdout (*vlen
- * bytes, the caller's to free). */
-static char *killed_view(struct sp *s, int (*daemon)(struct sp *s),
-			 const char *ns, struct h **h2, spool_t **sp2,
-			 router_job_t **job, size_t *vlen)
-{
-	assert_int_equal(run_killed(s, daemon), 0);
+	assert_int_equal(WEXITSTATUS(status), 0);
 	/* this process's router never had the job */
 	*h2 = restart(s, sp2, 0, 0);
 	*job = router_job_lookup((*h2)->r, ns);

@@ -30,18 +30,16 @@ chmod 666 "$SOCK"
 daemon_pipes() { find /proc/"$DAEMON_PID"/fd -lname 'pipe:*' 2>/dev/null | wc -l; }
 pipes0=$(daemon_pipes)
 
-# slow_gate NAME: gate (tests/fs/common.sh) polling every 0.2 s (bounded:
-# 60 s): the 78 ranks waiting here at once polled every 0.02 s fork 3,900
-# sleeps a second, which on a 2-core VM starved the test itself (load 75,
-# the test timed out)
-slow_gate() { echo "i=0; while [ ! -e $T/$1 ] && [ \$i -lt 300 ]; do sleep 0.2; i=\$((i+1)); done"; }
 # job NAME RANKS WHO: start a job whose ranks each print 20,000 bytes
-# (iofs-produce, seed = rank), then wait for the gate $T/NAME-go; JOB_PID
+# (iofs-produce, seed = rank), then wait for the gate $T/NAME-go, polled
+# every 0.2 s (bounded: 60 s): 78 ranks waiting at once and polling every
+# 0.02 s fork 3,900 sleeps a second, which on a 2-core VM starved the test
+# itself (load 75, the test timed out); JOB_PID
 job() {
 	local name=$1 n=$2 who=()
 	[ "$3" = nobody ] && who=("${NOBODY_BG[@]}")
 	"${who[@]}" "$IOFS_RUN" --connect "$ADDR" --nspace "$name" -n "$n" -- sh -c \
-		"\"\$0\" -n 20000 -s \$IOFS_RANK; $(slow_gate "$name-go")" "$PRODUCE" \
+		"\"\$0\" -n 20000 -s \$IOFS_RANK; $(gate "$name-go" 0.2 300)" "$PRODUCE" \
 		>"$T/$name.out" 2>&1 &
 	JOB_PID=$!
 	track $JOB_PID
