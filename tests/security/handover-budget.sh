@@ -31,15 +31,20 @@ daemon_pipes() { find /proc/"$DAEMON_PID"/fd -lname 'pipe:*' 2>/dev/null | wc -l
 pipes0=$(daemon_pipes)
 
 # job NAME RANKS WHO: start a job whose ranks each print 20,000 bytes
-# (iofs-produce, seed = rank), then wait for the gate $T/NAME-go, polled
-# every 0.2 s (bounded: 60 s): 78 ranks waiting at once and polling every
-# 0.02 s fork 3,900 sleeps a second, which on a 2-core VM starved the test
-# itself (load 75, the test timed out); JOB_PID
+# (iofs-produce, seed = rank), then block on a shared flock of
+# $T/NAME.lock, which the test holds exclusively until end_job (bounded:
+# 120 s).  Not a polled gate: 78 ranks polling at once forked thousands of
+# sleeps a second and starved this 2-core VM (load 75); JOB_PID
+declare -A GATE_FD
 job() {
-	local name=$1 n=$2 who=()
+	local name=$1 n=$2 who=() fd
 	[ "$3" = nobody ] && who=("${NOBODY_BG[@]}")
+	exec {fd}>"$T/$name.lock"
+	chmod 644 "$T/$name.lock"
+	flock -x "$fd"
+	GATE_FD[$name]=$fd
 	"${who[@]}" "$IOFS_RUN" --connect "$ADDR" --nspace "$name" -n "$n" -- sh -c \
-		"\"\$0\" -n 20000 -s \$IOFS_RANK; $(gate "$name-go" 0.2 300)" "$PRODUCE" \
+		"\"\$0\" -n 20000 -s \$IOFS_RANK; flock -w 120 -s $T/$name.lock true" "$PRODUCE" \
 		>"$T/$name.out" 2>&1 &
 	JOB_PID=$!
 	track $JOB_PID
@@ -58,7 +63,7 @@ path_all() {
 # rank's stdout is exact
 end_job() {
 	local r
-	touch "$T/$1-go"
+	flock -u "${GATE_FD[$1]}"
 	wait_for 30 finished "$3" || fail "job $1 did not end"
 	assert_eq "job $1 status" 0 "$(rc_of "$3")"
 	[ ! -s "$T/$1.out" ] || fail "job $1 printed on its terminal: $(head -c 300 "$T/$1.out")"
