@@ -176,8 +176,13 @@ void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fs_reply_release(&fs_req_fs(req)->rq, req);
 }
 
-/* rmdir MNT/<nspace> removes a completed job; inside a completed job rmdir
- * and unlink succeed without doing anything so "rm -r MNT/<nspace>" works.
+/* rmdir MNT/<nspace> removes a completed job (EBUSY while it runs).  Inside
+ * a completed job rmdir and unlink succeed without doing anything, so
+ * "rm -r MNT/<nspace>" works.  In a running job unlink does too (rm -r says
+ * EBUSY once per rank directory and for the job, not for every file), but
+ * rmdir of a rank directory is EBUSY: a successful rmdir marks the
+ * kernel's inode dead (S_DEAD), and while anything holds it (a tail -f of
+ * a file in it) every lookup in it fails with ENOENT.
  * rmdir.  Valid replies: fuse_reply_err */
 void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
@@ -217,7 +222,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
-	fuse_reply_err(req, fs_job_running(in->job) ? EBUSY : 0);
+	fuse_reply_err(req, 0); /* nothing to do: see fs_op_rmdir() */
 }
 
 /* Nothing can be created, renamed or linked: EPERM. */

@@ -6,16 +6,29 @@
 . "$IOFS_SOURCE_DIR/tests/fs/common.sh"
 
 start_daemon
-run_job r 2 sh -c "echo run1 \$IOFS_RANK; $(gate end)"
+run_job r 2 sh -c "echo run1 \$IOFS_RANK; $(gate end); echo more \$IOFS_RANK"
 if rmdir "$MNT/r" 2>"$T/err"; then fail "rmdir of a running job succeeded"; fi
 grep -q "busy" "$T/err" || fail "rmdir running: $(cat "$T/err")"
-if rm -rf "$MNT/r" 2>/dev/null; then fail "rm -rf of a running job succeeded"; fi
+# rm -r of a running job: one message per rank directory (rm does not try
+# the job's then; not one per file: a 1024-rank job made 5,124 lines), and
+# a tail -f across it keeps following
+tail -f "$MNT/r/0/stdout" >"$T/follow" 2>&1 &
+TF=$!
+track $TF
+wait_for 5 file_has "$T/follow" "run1 0" || fail "tail -f did not start: $(cat "$T/follow")"
+if rm -rf "$MNT/r" 2>"$T/err"; then fail "rm -rf of a running job succeeded"; fi
+assert_eq "rm -rf's messages" "rm: cannot remove '$MNT/r/0': Device or resource busy
+rm: cannot remove '$MNT/r/1': Device or resource busy" "$(sort "$T/err")"
 test -e "$MNT/r/0/stdout" || fail "a running job lost files"
+assert_eq "files after the refused rm" 12 "$(find "$MNT/r" -type f | wc -l)"
+assert_eq "rank 1 after the refused rm" "run1 1" "$(timeout 5 head -n 1 "$MNT/r/1/stdout")"
 touch "$T/end"
+wait_for 10 file_has "$T/follow" "more 0" || fail "tail -f stopped following after the refused rm: $(cat "$T/follow")"
+kill $TF
 wait_for 10 exited "$MNT/r/info" || fail "job did not end"
 ino1=$(stat -c %i "$MNT/r/0/stdout")
 sleep 1.2 # past any entry cache
-assert_eq "completed job still readable" "run1 0" "$(timeout 5 cat "$MNT/r/0/stdout")"
+assert_eq "completed job still readable" "run1 0 more 0" "$(timeout 5 cat "$MNT/r/0/stdout" | xargs)"
 assert_eq "stable inode number" "$ino1" "$(stat -c %i "$MNT/r/0/stdout")"
 assert_eq "find sees every file" 12 "$(find "$MNT/r" -type f | wc -l)"
 
