@@ -364,6 +364,7 @@ int main(int argc, char **argv)
 	struct router_config rc_cfg = {0};
 	char err[1024] = "";
 	int ready_fd = -1, rc, status = 1;
+	bool spool_made = false;
 
 	cli_defaults(&o);
 	rc = cli_parse(&o, argc, argv);
@@ -402,6 +403,8 @@ int main(int argc, char **argv)
 	}
 	rc_cfg.window = o.window;
 	rc_cfg.log = d.log;
+	/* a start that fails takes back the spool directory it made */
+	spool_made = o.spool.dir && access(o.spool.dir, F_OK) != 0;
 	if (start_spool(&d, &rc_cfg, err, sizeof(err)) < 0)
 		goto out_fail;
 	rc = router_new(d.base, &rc_cfg, &d.r);
@@ -465,6 +468,8 @@ int main(int argc, char **argv)
 out_fail:
 	iofs_logf(d.log, LOG_ERR, NULL, "%s", err); /* the terminal too */
 	release_daemon(&d);
+	if (spool_made && o.spool.dir)
+		rmdir(o.spool.dir); /* empty: nothing ran (else it fails) */
 	report_ready(&d, &ready_fd, (unsigned char)status);
 	iofs_log_free(d.log);
 	return status;

@@ -120,6 +120,15 @@ start_daemon
 expect_err 1 "already a mount point.*fusermount3 -u" "$IOFS" -f --listen "unix:$T/other.sock" "$MNT"
 assert_eq "mounts at $MNT" 1 "$(grep -c " $MNT " /proc/self/mountinfo)"
 is_mounted "$MNT" || fail "the first daemon lost its mount"
+# another mountpoint on the first daemon's socket: refused, and it leaves
+# no default spool directory behind (foreground and background)
+mkdir "$T/mnt2"
+spools() { ls -A "$IOFS_SPOOL_DIR" | tr '\n' ' '; }
+before=$(spools)
+expect_err 1 "address in use.*another iofs is listening" "$IOFS" -f --listen "$ADDR" "$T/mnt2"
+expect_err 1 "address in use.*another iofs is listening" "$IOFS" --listen "$ADDR" "$T/mnt2"
+! is_mounted "$T/mnt2" || fail "a refused start left its mount"
+assert_eq "spool directories after refused starts" "$before" "$(spools)"
 stop_daemon
 
 # no /dev/fuse (in a private mount namespace with an empty /dev)
