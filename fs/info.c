@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Formatted output into a buffer, or (buf NULL) only counted: one
  * formatter gives both the exact st_size and the text. */
@@ -49,6 +50,19 @@ static int info_stats(router_job_t *job, uint32_t rank, struct router_stats *st,
 		return -ENOENT;
 	router_rank_stats(*rk, st);
 	return 0;
+}
+
+/* A wall clock time in the daemon's local ISO 8601 (2026-12-06T00:01:02+0000,
+ * which `date -d` reads), "" for 0 (not yet). */
+static void out_time(struct info_out *o, const char *key, int64_t t)
+{
+	char buf[40] = "";
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (t > 0 && localtime_r(&tt, &tm))
+		strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S%z", &tm);
+	out_printf(o, "%s: %s\n", key, buf);
 }
 
 static void info_format(router_job_t *job, uint32_t rank,
@@ -92,6 +106,8 @@ static void info_format(router_job_t *job, uint32_t rank,
 	    st->stdout_xoff, st->stdout_xon, st->stderr_xoff, st->stderr_xon,
 	    st->stdin_xoff, st->stdin_xon, st->dropped_bytes,
 	    st->stdin_discarded, st->stdin_unacked);
+	out_time(o, "started", st->started);
+	out_time(o, "ended", st->ended);
 	/* The forwarder's connection (docs/protocol.md, "Resume"). */
 	if (is_rank)
 		out_printf(o,

@@ -28,6 +28,8 @@ struct rrank {
 	bool running; /* "running" when the earlier daemon stopped */
 	enum router_state state;
 	int status;
+	uint64_t stdin_bytes; /* these three: 0 if the line had none */
+	int64_t started, ended;
 	router_rank_t *rk;
 };
 
@@ -86,16 +88,17 @@ static struct rrank *rank_add(struct rjob *jb, uint32_t id)
 	return &jb->ranks[jb->n++];
 }
 
-/* `state`: uid, gid, private and "rank: ID STATE STATUS" lines.  A job
- * without one (its storage never opened far enough) or still "running"
- * then: lost. */
+/* `state`: uid, gid, private and "rank: ID STATE STATUS [STDIN_BYTES
+ * STARTED ENDED]" lines.  A job without one (its storage never opened far
+ * enough) or still "running" then: lost. */
 static int parse_state(struct rjob *jb, char *text)
 {
 	char *save = NULL;
 
 	for (char *l = strtok_r(text, "\n", &save); l;
 	     l = strtok_r(NULL, "\n", &save)) {
-		unsigned long long a;
+		unsigned long long a, in = 0;
+		long long t0 = 0, t1 = 0;
 		char st[16];
 		int status;
 		struct rrank *rr;
@@ -106,7 +109,8 @@ static int parse_state(struct rjob *jb, char *text)
 			jb->gid = (uint32_t)a;
 		else if (sscanf(l, "private: %llu", &a) == 1)
 			jb->private_job = a != 0;
-		else if (sscanf(l, "rank: %llu %15s %d", &a, st, &status) == 3 &&
+		else if (sscanf(l, "rank: %llu %15s %d %llu %lld %lld", &a, st,
+				&status, &in, &t0, &t1) >= 3 &&
 			 a <= ROUTER_RANK_MAX) {
 			rr = rank_add(jb, (uint32_t)a);
 			if (!rr)
@@ -115,6 +119,9 @@ static int parse_state(struct rjob *jb, char *text)
 							  : ROUTER_STATE_LOST;
 			rr->running = !strcmp(st, "running");
 			rr->status = status;
+			rr->stdin_bytes = in;
+			rr->started = t0 > 0 ? t0 : 0;
+			rr->ended = t1 > 0 ? t1 : 0;
 		}
 	}
 	return 0;
@@ -332,13 +339,14 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 	for (i = 0; i < jb->n; i++) {
 		/* Running then: it waits for its forwarder to resume (the
 		 * daemon's resume window ends the wait, net/conn_resume.c). */
-		if (keep_running && jb->ranks[i].running) {
-			router_rank_set_link(jb->ranks[i].rk,
-					     ROUTER_LINK_WAITING, 0);
-			continue;
-		}
-		router_rank_exit(jb->ranks[i].rk, jb->ranks[i].state,
-				 jb->ranks[i].status);
+		struct rrank *rr = &jb->ranks[i];
+
+		if (keep_running && rr->running)
+			router_rank_set_link(rr->rk, ROUTER_LINK_WAITING, 0);
+		else
+			router_rank_exit(rr->rk, rr->state, rr->status);
+		router_rank_restore_history(rr->rk, rr->stdin_bytes,
+					    rr->started, rr->ended);
 	}
 	*out = job;
 	return rc;

@@ -491,6 +491,8 @@ int conn_resume_frame(struct conn *c, const struct proto_frame *f)
 					 f->rank);
 		cr->stdin_sent = f->stdin_rx;
 		cr->stdin_acked = f->ack_bytes;
+		/* its info's stdin_bytes: what the rank took in all its life */
+		router_rank_restore_history(cr->rr, f->ack_bytes, 0, 0);
 		if (!c->handover) { /* handed over: at RANK_START */
 			cr->stdin_want &= ~STDIN_SUSP_DETACHED;
 			conn_kick(c);

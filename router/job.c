@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 
 #include "router/line_i.h"
 #include "router/push_i.h"
@@ -372,6 +373,7 @@ static router_rank_t *rank_new(router_job_t *job, uint32_t id,
 	rank->job = job;
 	rank->id = id;
 	rank->state = ROUTER_STATE_RUNNING;
+	rank->started = (int64_t)time(NULL);
 	rank->pid = info ? info->pid : -1;
 	rank->ops = ops;
 	rank->ctx = ctx;
@@ -508,6 +510,7 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
 	rank->state = state == ROUTER_STATE_LOST ? ROUTER_STATE_LOST
 						 : ROUTER_STATE_EXITED;
 	rank->exit_status = exit_status;
+	rank->ended = (int64_t)time(NULL);
 	rank->ops = NULL;
 	rank->ctx = NULL;
 	job->running--;
@@ -545,6 +548,19 @@ void router_rank_count_replayed(router_rank_t *rank, uint64_t bytes)
 {
 	if (rank)
 		rank->replayed += bytes;
+}
+
+void router_rank_restore_history(router_rank_t *rank, uint64_t stdin_bytes,
+				 int64_t started, int64_t ended)
+{
+	if (!rank)
+		return;
+	if (stdin_bytes > rank->stdin_bytes)
+		rank->stdin_bytes = stdin_bytes;
+	if (started > 0)
+		rank->started = started;
+	if (ended > 0 && rank->state != ROUTER_STATE_RUNNING)
+		rank->ended = ended;
 }
 
 bool router_rank_has_source(const router_rank_t *rank)

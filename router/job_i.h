@@ -64,6 +64,9 @@ struct router_rank {
 	enum router_link link;
 	uint64_t reconnects;
 	uint64_t replayed; /* output its forwarder sent again after resumes */
+	/* wall clock seconds (time()): registered, ended (0 while running);
+	 * router_rank_restore_history() puts an earlier life's back */
+	int64_t started, ended;
 };
 
 /* A piece of a merged view waiting to be stored (router/mrec.c): its

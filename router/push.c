@@ -101,6 +101,7 @@ static void slice_written(struct push_slice *sl, int rc)
 		TAILQ_INSERT_TAIL(&rank->sent, sl, link);
 	} else if (rc == 0) {
 		rank->stdin_bytes += p->len;
+		job_state_mark(rank->job); /* stdin_bytes in `state` */
 	}
 	if ((rc == 0 || rc == ROUTER_STDIN_PENDING) &&
 	    (p->flags & ROUTER_PUSH_COMPLETE))
@@ -174,9 +175,10 @@ void router_stdin_written(router_rank_t *rank, int status)
 	if (!rank || rank->state != ROUTER_STATE_RUNNING ||
 	    !(sl = sent_take(rank)))
 		return;
-	if (status == 0)
+	if (status == 0) {
 		rank->stdin_bytes += sl->push->len;
-	else
+		job_state_mark(rank->job); /* stdin_bytes in `state` */
+	} else
 		rank->stdin_discarded += sl->push->len;
 	slice_done(sl, status == 0 ? 0 : ROUTER_ERR_PIPE);
 }

@@ -378,6 +378,12 @@ void router_rank_set_link(router_rank_t *rank, enum router_link link,
 /* @bytes of the rank's output its forwarder is sending again after a
  * resume (counted as bytes_replayed in its info). */
 void router_rank_count_replayed(router_rank_t *rank, uint64_t bytes);
+/* Restart: what @rank's earlier life recorded (its spool `state` line, or
+ * its forwarder's RESUME): stdin_bytes rises to @stdin_bytes (never falls),
+ * and its start and end on the wall clock (seconds) replace this life's
+ * where non-zero (the end only once it ended: after router_rank_exit()). */
+void router_rank_restore_history(router_rank_t *rank, uint64_t stdin_bytes,
+				 int64_t started, int64_t ended);
 /*
  * A running rank without source ops (restored from the spool, waiting for
  * its forwarder) gets @ops/@ctx: its producer is back.  ROUTER_SUCCESS,
@@ -580,6 +586,10 @@ struct router_stats {
 	uint64_t reconnects; /* job: the sum over its ranks */
 	uint32_t ranks_waiting; /* running ranks "reconnecting" (job: sum) */
 	uint64_t replayed;	/* router_rank_count_replayed() (job: sum) */
+	/* Wall clock seconds: a rank's registration and end; a job's first
+	 * rank's start and, once complete, its last rank's end.  0: not yet
+	 * (ended while running). */
+	int64_t started, ended;
 };
 void router_job_stats(const router_job_t *job, struct router_stats *out);
 void router_rank_stats(const router_rank_t *rank, struct router_stats *out);

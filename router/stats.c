@@ -45,6 +45,8 @@ void router_rank_stats(const router_rank_t *rank, struct router_stats *out)
 	out->ranks = 1;
 	out->job_size = rank->job->job_size;
 	out->link = rank->link;
+	out->started = rank->started;
+	out->ended = rank->state == ROUTER_STATE_RUNNING ? 0 : rank->ended;
 	add_rank(out, rank);
 }
 
@@ -61,8 +63,15 @@ void router_job_stats(const router_job_t *job, struct router_stats *out)
 	out->gid = job->gid;
 	out->ranks = (uint32_t)job->nranks;
 	out->job_size = job->job_size;
-	for (size_t i = 0; i < job->nranks; i++)
-		add_rank(out, job->ranks[i]);
+	for (size_t i = 0; i < job->nranks; i++) {
+		const router_rank_t *rk = job->ranks[i];
+
+		add_rank(out, rk);
+		if (rk->started && (!out->started || rk->started < out->started))
+			out->started = rk->started;
+		if (job->complete && rk->ended > out->ended)
+			out->ended = rk->ended;
+	}
 	for (int ci = 0; ci < CI_N; ci++)
 		out->merged_dropped_bytes += job->m[ci].s.dropped;
 	out->spool_bytes = job->store_bytes;

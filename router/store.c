@@ -14,7 +14,8 @@
 #include "router/line_i.h"
 #include "router/router_i.h"
 
-#define STATE_LINE_MAX 64 /* "rank: 4294967294 running -2147483648\n" */
+/* "rank: 4294967294 running -2147483648 STDIN STARTED ENDED\n" */
+#define STATE_LINE_MAX 128
 #define STATE_DELAY_MS 250 /* a running job's state: one write a period */
 
 void job_state_mark(router_job_t *job)
@@ -56,8 +57,10 @@ void store_state_flush(router_t *r)
 	}
 }
 
-/* "state:" then every rank: "rank: ID STATE STATUS" (a running job's
- * running ranks are what a restarted daemon waits for). */
+/* "state:" then every rank: "rank: ID STATE STATUS STDIN_BYTES STARTED
+ * ENDED" (a running job's running ranks are what a restarted daemon waits
+ * for; the last three, wall clock seconds for the times, are for its info
+ * and were not there before 2026-12-06). */
 void job_state_save(router_job_t *job)
 {
 	router_t *r = job->r;
@@ -84,8 +87,12 @@ void job_state_save(router_job_t *job)
 		router_rank_t *rk = job->ranks[i];
 
 		len += snprintf(text + len, cap - (size_t)len,
-				"rank: %" PRIu32 " %s %d\n", rk->id,
-				router_state_name(rk->state), rk->exit_status);
+				"rank: %" PRIu32 " %s %d %" PRIu64 " %" PRId64
+				" %" PRId64 "\n",
+				rk->id, router_state_name(rk->state),
+				rk->exit_status, rk->stdin_bytes, rk->started,
+				rk->state == ROUTER_STATE_RUNNING ? 0
+								  : rk->ended);
 	}
 	r->store->job_state(job->store, text, (size_t)len);
 	free(text);

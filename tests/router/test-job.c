@@ -2,6 +2,7 @@
 /* Jobs and ranks: lifecycle, replace-on-reuse, remove, stats, iteration,
  * names, memory per idle rank. */
 #include <malloc.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -145,6 +146,49 @@ static void lifecycle_and_stats(void **state)
 		assert_int_equal(h_drain(rd, &off, buf, sizeof(buf)), 10);
 		router_reader_close(rd);
 	}
+	h_free(h);
+}
+
+/* Wall clock times: a rank's start and end, the job's first start and,
+ * once complete, its last end; a restart's history replaces them (and
+ * raises stdin_bytes, never lowers it). */
+static void times_and_history(void **state)
+{
+	struct h *h = h_new(NULL);
+	router_job_t *job;
+	struct router_stats st;
+	int64_t t0 = (int64_t)time(NULL);
+
+	(void)state;
+	h_reg(h, "t", 0, 2);
+	h_reg(h, "t", 1, 2);
+	job = router_job_lookup(h->r, "t");
+	router_rank_stats(h->rk[0], &st);
+	assert_true(st.started >= t0 && st.started <= (int64_t)time(NULL));
+	assert_int_equal(st.ended, 0);
+	router_rank_restore_history(h->rk[0], 0, 1000, 2000);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.started, 1000);
+	assert_int_equal(st.ended, 0); /* still running: no end */
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+	router_rank_restore_history(h->rk[0], 7, 0, 3000);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.started, 1000); /* 0: kept */
+	assert_int_equal(st.ended, 3000);
+	assert_int_equal(st.stdin_bytes, 7);
+	router_rank_restore_history(h->rk[0], 5, 0, 0);
+	router_rank_stats(h->rk[0], &st);
+	assert_int_equal(st.stdin_bytes, 7); /* never falls */
+	router_job_stats(job, &st);
+	assert_int_equal(st.started, 1000); /* the first rank's */
+	assert_int_equal(st.ended, 0);	     /* rank 1 runs */
+	router_rank_exit(h->rk[1], ROUTER_STATE_EXITED, 0);
+	router_job_stats(job, &st);
+	assert_true(st.ended >= t0 && st.ended <= (int64_t)time(NULL));
+	router_rank_restore_history(h->rk[1], 0, 0, 2500);
+	router_job_stats(job, &st);
+	assert_int_equal(st.ended, 3000); /* the last rank's */
+	router_rank_restore_history(NULL, 1, 1, 1); /* NULL-safe */
 	h_free(h);
 }
 
@@ -477,6 +521,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(names),
 	    cmocka_unit_test(lifecycle_and_stats),
+	    cmocka_unit_test(times_and_history),
 	    cmocka_unit_test(owner_is_fixed),
 	    cmocka_unit_test(job_notes),
 	    cmocka_unit_test(job_size_holds_completion),
