@@ -108,6 +108,7 @@ static void info_format(router_job_t *job, uint32_t rank,
 	    st->stdin_discarded, st->stdin_unacked);
 	out_time(o, "started", st->started);
 	out_time(o, "ended", st->ended);
+	out_printf(o, "command: %s\n", router_job_command(job));
 	/* The forwarder's connection (docs/protocol.md, "Resume"). */
 	if (is_rank)
 		out_printf(o,

@@ -37,6 +37,7 @@ struct rjob {
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t uid, gid;
 	bool private_job;
+	char command[ROUTER_COMMAND_MAX + 1]; /* "" if none */
 	struct rrank *ranks;
 	size_t n, cap;
 };
@@ -88,7 +89,7 @@ static struct rrank *rank_add(struct rjob *jb, uint32_t id)
 	return &jb->ranks[jb->n++];
 }
 
-/* `state`: uid, gid, private and "rank: ID STATE STATUS [STDIN_BYTES
+/* `state`: uid, gid, private, command and "rank: ID STATE STATUS [STDIN_BYTES
  * STARTED ENDED]" lines.  A job without one (its storage never opened far
  * enough) or still "running" then: lost. */
 static int parse_state(struct rjob *jb, char *text)
@@ -109,6 +110,8 @@ static int parse_state(struct rjob *jb, char *text)
 			jb->gid = (uint32_t)a;
 		else if (sscanf(l, "private: %llu", &a) == 1)
 			jb->private_job = a != 0;
+		else if (!strncmp(l, "command: ", 9))
+			snprintf(jb->command, sizeof(jb->command), "%s", l + 9);
 		else if (sscanf(l, "rank: %llu %15s %d %llu %lld %lld", &a, st,
 				&status, &in, &t0, &t1) >= 3 &&
 			 a <= ROUTER_RANK_MAX) {
@@ -322,6 +325,8 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 	}
 	job = router_job_lookup(r, jb->nspace);
 	rc = router_job_adopt_store(job, j);
+	if (rc == 0 && jb->command[0]) /* after: it marks the state */
+		(void)router_job_set_command(job, jb->command);
 	for (i = 0; rc == 0 && i < jb->n; i++) {
 		adopt(j, job, jb->ranks[i].id, ROUTER_CH_STDOUT);
 		adopt(j, job, jb->ranks[i].id, ROUTER_CH_STDERR);

@@ -324,6 +324,9 @@ static int on_rank_start(void *ctx, const struct proto_frame *f)
 			     c->resumes);
 	router_rank_count_replayed(cr->rr, cr->replay_pending);
 	cr->replay_pending = 0;
+	if (c->command) /* the job keeps the first one said */
+		(void)router_job_set_command(router_rank_job(cr->rr),
+					     c->command);
 	/* Output already backed up toward this forwarder: start XOFFed. */
 	if (c->out_full)
 		cr->stdin_want |= STDIN_SUSP_OUTBUF;
@@ -412,6 +415,30 @@ static int on_resume(void *ctx, const struct proto_frame *f)
 	return conn_resume_frame(ctx, f);
 }
 
+/* The ranks' command line (WELCOME asked for it): kept for the RANK_STARTs
+ * to give their job; a job this connection has ranks in already (a
+ * resume) gets it now. */
+static int on_command(void *ctx, const struct proto_frame *f)
+{
+	struct conn *c = ctx;
+	bool cut = f->flags & PROTO_COMMAND_F_CUT;
+
+	if (c->command)
+		return conn_fail(c, PROTO_ERR_ORDER, "second COMMAND");
+	if (asprintf(&c->command, "%.*s%s", (int)f->msg_len, f->msg,
+		     cut ? " [...]" : "") < 0) {
+		c->command = NULL;
+		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+	}
+	for (uint32_t i = 0; i < c->rank_count; i++)
+		if (c->ranks[i].rr) {
+			(void)router_job_set_command(
+			    router_rank_job(c->ranks[i].rr), c->command);
+			break;
+		}
+	return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Input: the framer's hooks                                                 */
 
@@ -467,6 +494,7 @@ static const struct framer_ops conn_framer_ops = {
 	    [PROTO_XON] = on_flow,
 	    [PROTO_STDIN_ACK] = on_stdin_ack,
 	    [PROTO_RESUME] = on_resume,
+	    [PROTO_COMMAND] = on_command,
 	},
     .more = conn_in_more,
     .fail = conn_in_fail,
@@ -789,5 +817,6 @@ void conn_destroy(struct conn *c)
 		c->next->prev = c->prev;
 	event_free(c->kick);
 	free(c->ranks);
+	free(c->command);
 	free(c);
 }

@@ -378,6 +378,7 @@ static int hello_accept(struct conn *c, uint32_t base, uint32_t count)
 	}
 	if (conn_pipe_offer(c)) /* every RANK_START brings the pipes */
 		w.flags |= PROTO_WELCOME_F_HANDOVER;
+	w.flags |= PROTO_WELCOME_F_COMMAND; /* for info */
 	conn_send(c, &w);
 	return 0;
 }

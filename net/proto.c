@@ -95,6 +95,11 @@ static const struct proto_desc descs[PROTO_TYPE_MAX + 1] = {
 		      .to = TO_DAEMON,
 		      .fixed = 29,
 		      .ranked = true},
+    [PROTO_COMMAND] = {.name = "COMMAND",
+		       .to = TO_DAEMON,
+		       .fixed = 2,
+		       .tail_min = 1,
+		       .tail_max = PROTO_COMMAND_MAX},
 };
 
 int proto_channel_index(uint32_t channel)
@@ -424,6 +429,17 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 				    (unsigned long long)f->stdin_rx,
 				    f->stdin_eof);
 		return PROTO_OK;
+	case PROTO_COMMAND:
+		f->flags = get16(b);
+		f->msg = (const char *)tail;
+		f->msg_len = tlen;
+		/* it becomes an info line: no byte may forge another */
+		if (!router_text_valid(f->msg, f->msg_len))
+			return fail(PROTO_ERR_FIELD, err, errlen,
+				    "COMMAND: control character in the "
+				    "command line (%u bytes): refused",
+				    tlen);
+		return PROTO_OK;
 	}
 	return fail(PROTO_ERR_TYPE, err, errlen, "type %u", type);
 }
@@ -533,6 +549,11 @@ static uint32_t layout(const struct proto_frame *f, uint32_t *tail)
 			return 0;
 		*tail = (uint32_t)f->msg_len;
 		return d->fixed;
+	case PROTO_COMMAND:
+		if (f->msg_len == 0 || f->msg_len > PROTO_COMMAND_MAX)
+			return 0;
+		*tail = (uint32_t)f->msg_len;
+		return d->fixed;
 	case PROTO_DATA:
 	case PROTO_STDIN:
 		if (f->len == 0 || f->len > PROTO_PAYLOAD_MAX)
@@ -636,6 +657,11 @@ static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 		b = put8(b, f->held_state);
 		for (int i = 0; i < PROTO_HELD_CHANNELS; i++)
 			b = put64(b, f->held[i]);
+		break;
+	case PROTO_COMMAND:
+		b = put16(b, f->flags);
+		memcpy(b, f->msg, f->msg_len);
+		b += f->msg_len;
 		break;
 	case PROTO_RESUME:
 		b = put32(b, f->rank);

@@ -35,6 +35,7 @@
 #define PROTO_HDR_SIZE	  5 /* length + type */
 #define PROTO_HOST_MAX	  255
 #define PROTO_MSG_MAX	  1024	/* ERROR text */
+#define PROTO_COMMAND_MAX 1024	/* COMMAND text */
 #define PROTO_RANKS_MAX	  65536 /* ranks one HELLO may announce */
 #define PROTO_CRED_MAX	  4096	/* HELLO v3 credential bytes */
 
@@ -54,7 +55,8 @@ enum proto_type {
 	PROTO_STDIN_ACK = 13, /* F->D  stdin bytes a rank's queue let go */
 	PROTO_HELD = 14,      /* D->F  v4: what the daemon holds of a rank */
 	PROTO_RESUME = 15,    /* F->D  v4: stdin a rank's forwarder holds */
-	PROTO_TYPE_MAX = 15,
+	PROTO_COMMAND = 16,   /* F->D  the ranks' command line, for info */
+	PROTO_TYPE_MAX = 16,
 };
 
 /* Which side decodes: a daemon decodes forwarder frames and vice versa. */
@@ -131,6 +133,15 @@ enum {
 	/* Hand-over accepted: every RANK_START carries the rank's stdin
 	 * write end, stdout and stderr read ends (SCM_RIGHTS, that order). */
 	PROTO_WELCOME_F_HANDOVER = 1u << 1,
+	/* Say the ranks' command line (one COMMAND frame, before any
+	 * RANK_START); an older daemon does not ask, and would refuse the
+	 * frame type. */
+	PROTO_WELCOME_F_COMMAND = 1u << 2,
+};
+/* COMMAND flags */
+enum {
+	/* The forwarder cut the command line at PROTO_COMMAND_MAX bytes. */
+	PROTO_COMMAND_F_CUT = 1u << 0,
 };
 
 struct proto_hello {
@@ -177,10 +188,11 @@ struct proto_frame {
 	uint32_t ack_exits;   /* ACK: EXIT frames processed so far */
 	uint32_t max_payload; /* WELCOME */
 	uint16_t version;     /* WELCOME: the HELLO's version */
-	uint16_t flags;	      /* WELCOME: PROTO_WELCOME_F_* */
+	uint16_t flags;	      /* WELCOME: PROTO_WELCOME_F_*; COMMAND:
+			       * PROTO_COMMAND_F_* */
 	const char *name;     /* WELCOME F_NAME: assigned nspace, borrowed */
 	size_t name_len;
-	const char *msg;      /* ERROR text, borrowed */
+	const char *msg;      /* ERROR, COMMAND text, borrowed */
 	size_t msg_len;
 	struct proto_hello hello; /* HELLO */
 	/* HELD: state (PROTO_HELD_*) and the bytes the daemon holds of each

@@ -174,3 +174,64 @@ void run_env_launch(const struct run_env *e, struct run_launch *l)
 		return;
 	from_pmi(e, l);
 }
+
+/* A word as a POSIX shell reads it back: as it is when it holds only
+ * characters no shell treats specially, else in single quotes ('\'' for a
+ * quote).  Control characters (not allowed in an info line) become '?'. */
+static size_t quote_word(const char *w, char *out, size_t cap)
+{
+	static const char plain[] = "abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "0123456789_./=:,+@%^-";
+	bool quote = !w[0] || w[strspn(w, plain)] != '\0';
+	size_t n = 0;
+
+#define PUT(ch)                                                                \
+	do {                                                                   \
+		if (n < cap)                                                   \
+			out[n] = (ch);                                         \
+		n++;                                                           \
+	} while (0)
+	if (quote)
+		PUT('\'');
+	for (const unsigned char *p = (const unsigned char *)w; *p; p++) {
+		if (*p == '\'') {
+			PUT('\'');
+			PUT('\\');
+			PUT('\'');
+			PUT('\'');
+		} else {
+			PUT(*p < 0x20 || *p == 0x7f ? '?' : (char)*p);
+		}
+	}
+	if (quote)
+		PUT('\'');
+#undef PUT
+	return n;
+}
+
+size_t run_command_text(char *const *argv, char *buf, size_t cap, bool *cut)
+{
+	size_t len = 0;
+
+	*cut = false;
+	if (!cap)
+		return 0;
+	for (size_t i = 0; argv[i]; i++) {
+		size_t room = cap - 1 - len;
+		size_t sep = i ? 1 : 0;
+		size_t n = sep <= room
+			       ? quote_word(argv[i], buf + len + sep, room - sep)
+			       : 0;
+
+		if (sep + n > room) { /* cut at a whole word, if one fits */
+			*cut = true;
+			break;
+		}
+		if (sep)
+			buf[len] = ' ';
+		len += sep + n;
+	}
+	buf[len] = '\0';
+	return len;
+}

@@ -296,5 +296,10 @@ struct run_launch {
 void run_env_launch(const struct run_env *e, struct run_launch *l);
 /* Decimal 0..ROUTER_RANK_MAX, nothing else: 0, else -1 (a yes/no test). */
 int run_parse_u32(const char *s, uint32_t *out);
+/* @argv as one line a shell reads back (words quoted where needed, control
+ * characters as '?') into @buf, NUL-terminated: its length.  What does not
+ * fit in @cap - 1 bytes is left out by whole words, and *cut says so (the
+ * first word alone too long: an empty line). */
+size_t run_command_text(char *const *argv, char *buf, size_t cap, bool *cut);
 
 #endif /* IOFS_NET_RUN_I_H */

@@ -241,6 +241,26 @@ static int take_held(struct run_link *l, const struct proto_frame *f)
 	return 0;
 }
 
+/* COMMAND: the ranks' command line, for the daemon's info files (nothing
+ * if even its first word does not fit). */
+static int send_command(struct run_link *l, int fd, int64_t dl)
+{
+	char text[PROTO_COMMAND_MAX + 1];
+	uint8_t buf[PROTO_HDR_SIZE + 2 + PROTO_COMMAND_MAX];
+	bool cut;
+	size_t len = run_command_text(l->o->argv, text, sizeof(text), &cut);
+	struct proto_frame f = {.type = PROTO_COMMAND,
+				.flags = cut ? PROTO_COMMAND_F_CUT : 0,
+				.msg = text,
+				.msg_len = len};
+	ssize_t n;
+
+	if (!len)
+		return 0;
+	n = proto_encode(&f, buf, sizeof(buf));
+	return n < 0 ? (int)n : write_all(fd, buf, (size_t)n, dl);
+}
+
 int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 		   char *why, size_t whylen)
 {
@@ -336,6 +356,12 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 	l->version = version;
 	l->handover = offer && (reply.flags & PROTO_WELCOME_F_HANDOVER);
 	take_name(l, &reply);
+	if ((reply.flags & PROTO_WELCOME_F_COMMAND) &&
+	    (rc = send_command(l, fd, dl)) < 0) {
+		snprintf(why, whylen, "sending COMMAND to %s: %s", l->o->addr,
+			 strerror(-rc));
+		goto out_close;
+	}
 	return fd;
 
 out_close:

@@ -174,6 +174,7 @@ struct conn {
 	router_directives_t dirs;
 	uint32_t rank_base, rank_count;
 	struct crank *ranks; /* rank_count entries, owned */
+	char *command; /* COMMAND's text, owned; NULL until one came */
 
 	unsigned susp; /* CONN_SUSP_* */
 	bool closing;  /* ERROR queued: free once flushed */

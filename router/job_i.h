@@ -112,6 +112,7 @@ struct router_job {
 	char *requested;	/* owned; NULL = same as nspace */
 	uint64_t owner_refused; /* other uids refused (join, replace) */
 	char *notes[ROUTER_NOTES_MAX]; /* owned; router_job_note() */
+	char *command; /* owned, NULL until router_job_set_command() */
 	size_t nnotes;
 	router_directives_t dirs; /* job defaults for the merged view */
 	int exit_status;	  /* first non-zero */

@@ -506,6 +506,15 @@ const char *router_job_requested(const router_job_t *job);
 int router_job_note(router_job_t *job, const char *text);
 /* The @i-th note (0-based), or NULL past the last one. */
 const char *router_job_note_at(const router_job_t *job, size_t i);
+/* The command line its ranks run, as a producer said it (shown as
+ * "command: TEXT" in the job's and its ranks' info, kept in the spool's
+ * `state`): the first one said is kept, later ones are ignored (an MPMD
+ * job's other commands too).  At most ROUTER_COMMAND_MAX bytes, no control
+ * characters.  0, ROUTER_ERR_BAD_PARAM or -ENOMEM.  Loop thread. */
+#define ROUTER_COMMAND_MAX 1100
+int router_job_set_command(router_job_t *job, const char *text);
+/* Its command line, "" if nobody said. */
+const char *router_job_command(const router_job_t *job);
 /* @uid tried to join or replace @job of another owner (@what: "join",
  * "replace"...): count it (owner_refused in the job's info) and log it
  * with both uids. */

@@ -64,7 +64,8 @@ void store_state_flush(router_t *r)
 void job_state_save(router_job_t *job)
 {
 	router_t *r = job->r;
-	size_t cap = 4 * STATE_LINE_MAX + job->nranks * STATE_LINE_MAX;
+	size_t cap = 4 * STATE_LINE_MAX + ROUTER_COMMAND_MAX +
+		     job->nranks * STATE_LINE_MAX;
 	char *text;
 	int len;
 
@@ -78,8 +79,9 @@ void job_state_save(router_job_t *job)
 		return;
 	}
 	len = snprintf(text, cap, "uid: %" PRIu32 "\ngid: %" PRIu32
-			     "\nprivate: %d\nstate: %s\n",
+			     "\nprivate: %d\ncommand: %s\nstate: %s\n",
 		       job->uid, job->gid, job->private_job ? 1 : 0,
+		       router_job_command(job),
 		       !job->complete	? "running"
 		       : job->any_lost	? "lost"
 					: "exited");

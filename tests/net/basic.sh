@@ -16,6 +16,16 @@ start_daemon --listen "tcp:127.0.0.1:$PORT" -o auth=none
 assert_eq "loopback TCP status" 0 $?
 assert_eq "loopback TCP output" "over tcp" "$(timeout 5 cat "$MNT/tcp1/0/stdout")"
 grep -q "conn .* (tcp 127.0.0.1:" "$T/iofs.log" || fail "daemon did not log the TCP peer"
+# the command line in info (COMMAND), as a shell reads it back
+assert_eq "tcp1 command" "sh -c 'printf \"over tcp\"'" "$(info_get "$MNT/tcp1/info" command)"
+
+# --- the command line, quoted where needed, in the job's and the ranks' info
+"$IOFS_RUN" --nspace cmdline -n 2 -- printf '%s\n' "a b" "it's" || fail "cmdline job"
+want="printf '%s\\n' 'a b' 'it'\\''s'"
+for f in info 0/info 1/info; do
+	assert_eq "cmdline $f command" "$want" "$(info_get "$MNT/cmdline/$f" command)"
+done
+assert_eq "cmdline output" "a b it's" "$(timeout 5 cat "$MNT/cmdline/0/stdout" | xargs -d '\n')"
 
 # --- -n 4: hello from every rank, exit codes, no trailing newline ---------
 "$IOFS_RUN" --nspace hello -n 4 -- sh -c \

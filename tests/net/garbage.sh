@@ -75,6 +75,8 @@ cases = [
     [hello() + frame(2, b'\1\0\0\0\0\0\1\0')],          # WELCOME to daemon
     [good + data(0, 2, b'half a frame')[:9]],           # truncated DATA
     [good + frame(7, struct.pack('<IBI', 0, 0, 300))],  # bad exit code
+    [good + frame(16, b'\0\0ls\nstate: exited')],       # COMMAND forging a line
+    [good + frame(16, b'\0\0ls') + frame(16, b'\0\0rm')],  # second COMMAND
 ]
 n = 0
 for c in cases:
@@ -130,10 +132,11 @@ assert_eq "hold job output" "$(printf 'holding\nreleased')" "$(timeout 5 cat "$M
 
 closed=$(grep -c "closing:" "$T/iofs.log")
 log "$(cat "$T/thrown") connections thrown, $closed closed with a reason"
-[ "$closed" -ge 17 ] || fail "only $closed connections closed with a reason"
+[ "$closed" -ge 19 ] || fail "only $closed connections closed with a reason"
 for why in "frame too large" "unknown frame type" "before HELLO" "invalid namespace" \
 	"bad magic" "second HELLO" "outside" "no RANK_START" "invalid channel" \
-	"not valid in this direction" "bad frame length" "field out of range"; do
+	"not valid in this direction" "bad frame length" "field out of range" \
+	"COMMAND: control character in the command line" "second COMMAND"; do
 	grep -q "closing:.*$why" "$T/iofs.log" || fail "no logged reason '$why': $(grep -E "real|closing" "$T/iofs.log" | head -30)"
 done
 wait_for 20 grep -q "no HELLO in time" "$T/iofs.log" || fail "a silent connection was not dropped"

@@ -651,6 +651,65 @@ static void test_bad_fields(void **state)
 			 PROTO_ERR_LENGTH);
 }
 
+/* COMMAND (F->D): the ranks' command line, 1..PROTO_COMMAND_MAX bytes of
+ * text with no control character (it becomes an info line); a forwarder
+ * never takes one. */
+static void test_command(void **state)
+{
+	struct proto_peer d, fw;
+	struct proto_frame out;
+	char text[PROTO_COMMAND_MAX + 2];
+	struct proto_frame c = {.type = PROTO_COMMAND,
+				.flags = PROTO_COMMAND_F_CUT,
+				.msg = "sh -c 'echo hi'",
+				.msg_len = 15};
+	ssize_t n;
+
+	(void)state;
+	greeted_daemon(&d);
+	round_trip(&d, &c, &out);
+	assert_int_equal(out.flags, PROTO_COMMAND_F_CUT);
+	assert_int_equal(out.msg_len, 15);
+	assert_memory_equal(out.msg, "sh -c 'echo hi'", 15);
+	memset(text, 'a', sizeof(text));
+	c.msg = text;
+	c.msg_len = PROTO_COMMAND_MAX;
+	round_trip(&d, &c, &out);
+	assert_int_equal(out.msg_len, PROTO_COMMAND_MAX);
+	/* encode refuses nothing and too much */
+	c.msg_len = 0;
+	assert_true(proto_encode(&c, buf, sizeof(buf)) < 0);
+	c.msg_len = PROTO_COMMAND_MAX + 1;
+	assert_true(proto_encode(&c, buf, sizeof(buf)) < 0);
+	/* the decoder too, and a control character in it */
+	uint8_t b[PROTO_COMMAND_MAX + 64];
+	memset(b, 'c', sizeof(b));
+	raw(b, 1 + 2 + PROTO_COMMAND_MAX + 1, PROTO_COMMAND, NULL, 0);
+	memset(b + 5, 0, 2);
+	assert_int_equal(decode_raw(&d, b, 5 + 2 + PROTO_COMMAND_MAX + 1),
+			 PROTO_ERR_LENGTH);
+	raw(b, 1 + 2, PROTO_COMMAND, NULL, 0);
+	assert_int_equal(decode_raw(&d, b, 5 + 2), PROTO_ERR_LENGTH);
+	c.msg = "a\nstate: exited";
+	c.msg_len = strlen(c.msg);
+	n = proto_encode(&c, buf, sizeof(buf));
+	assert_int_equal(decode_raw(&d, buf, (size_t)n), PROTO_ERR_FIELD);
+	c.msg = "a\x1b[2J";
+	c.msg_len = strlen(c.msg);
+	n = proto_encode(&c, buf, sizeof(buf));
+	assert_int_equal(decode_raw(&d, buf, (size_t)n), PROTO_ERR_FIELD);
+	/* before HELLO; to a forwarder */
+	c.msg = "x";
+	c.msg_len = 1;
+	n = proto_encode(&c, buf, sizeof(buf));
+	proto_peer_init(&d, PROTO_ROLE_DAEMON);
+	assert_int_equal(decode_raw(&d, buf, (size_t)n), PROTO_ERR_ORDER);
+	greeted_forwarder(&fw); /* uses buf */
+	n = proto_encode(&c, buf, sizeof(buf));
+	assert_int_equal(decode_raw(&fw, buf, (size_t)n), PROTO_ERR_DIRECTION);
+	assert_string_equal(proto_type_name(PROTO_COMMAND), "COMMAND");
+}
+
 /* WELCOME may carry the job's assigned name (PROTO_WELCOME_F_NAME); a
  * plain WELCOME stays 8 bytes for forwarders that predate it. */
 static void test_welcome_name(void **state)
@@ -741,6 +800,7 @@ int main(void)
 	    cmocka_unit_test(test_order_and_direction),
 	    cmocka_unit_test(test_bad_fields),
 	    cmocka_unit_test(test_welcome_name),
+	    cmocka_unit_test(test_command),
 	    cmocka_unit_test(test_names),
 	    cmocka_unit_test(test_stream_of_frames),
 	};

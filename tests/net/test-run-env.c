@@ -213,6 +213,39 @@ static void test_parse_u32(void **state)
 	assert_int_equal(run_parse_u32("99999999999", &n), -1);
 }
 
+/* The command line for info: words a shell reads back as they were;
+ * control characters as '?'; cut at whole words. */
+static void test_command_text(void **state)
+{
+	char buf[64];
+	bool cut;
+	char *plain[] = {"./app", "-n", "4", "--out=/tmp/x,y", NULL};
+	char *odd[] = {"sh", "-c", "echo \"it's $HOME\"", "", "a\tb", NULL};
+	char *ctl[] = {"x\x1b[2J\x7f", NULL};
+	char *lng[] = {"prog", "aaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbb",
+		       "cccccccccccccccccccc", NULL};
+	char *huge[] = {"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+			"xxxxxxxxxxxxxxxxxxxxxx",
+			NULL};
+
+	(void)state;
+	assert_int_equal(run_command_text(plain, buf, sizeof(buf), &cut), 25);
+	assert_string_equal(buf, "./app -n 4 --out=/tmp/x,y");
+	assert_false(cut);
+	run_command_text(odd, buf, sizeof(buf), &cut);
+	assert_string_equal(buf, "sh -c 'echo \"it'\\''s $HOME\"' '' 'a?b'");
+	assert_false(cut);
+	run_command_text(ctl, buf, sizeof(buf), &cut);
+	assert_string_equal(buf, "'x?[2J?'");
+	/* 63 bytes of room: prog + two words fit (46), the third does not */
+	run_command_text(lng, buf, sizeof(buf), &cut);
+	assert_string_equal(buf, "prog aaaaaaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbbbbbb");
+	assert_true(cut);
+	assert_int_equal(run_command_text(huge, buf, sizeof(buf), &cut), 0);
+	assert_string_equal(buf, "");
+	assert_true(cut);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +262,7 @@ int main(void)
 	    cmocka_unit_test(test_pmi),
 	    cmocka_unit_test(test_bad_values),
 	    cmocka_unit_test(test_parse_u32),
+	    cmocka_unit_test(test_command_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
