@@ -415,28 +415,9 @@ static int on_resume(void *ctx, const struct proto_frame *f)
 	return conn_resume_frame(ctx, f);
 }
 
-/* The ranks' command line (WELCOME asked for it): kept for the RANK_STARTs
- * to give their job; a job this connection has ranks in already (a
- * resume) gets it now. */
 static int on_command(void *ctx, const struct proto_frame *f)
 {
-	struct conn *c = ctx;
-	bool cut = f->flags & PROTO_COMMAND_F_CUT;
-
-	if (c->command)
-		return conn_fail(c, PROTO_ERR_ORDER, "second COMMAND");
-	if (asprintf(&c->command, "%.*s%s", (int)f->msg_len, f->msg,
-		     cut ? " [...]" : "") < 0) {
-		c->command = NULL;
-		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
-	}
-	for (uint32_t i = 0; i < c->rank_count; i++)
-		if (c->ranks[i].rr) {
-			(void)router_job_set_command(
-			    router_rank_job(c->ranks[i].rr), c->command);
-			break;
-		}
-	return 0;
+	return conn_admit_command(ctx, f);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -531,3 +531,26 @@ bool conn_admit_pipes(struct conn *c)
 	s->pipes_held += want;
 	return true;
 }
+
+/* The ranks' command line (WELCOME asked for it): kept for the RANK_STARTs
+ * to give their job; a job this connection has ranks in already (a
+ * resume) gets it now. */
+int conn_admit_command(struct conn *c, const struct proto_frame *f)
+{
+	bool cut = f->flags & PROTO_COMMAND_F_CUT;
+
+	if (c->command)
+		return conn_fail(c, PROTO_ERR_ORDER, "second COMMAND");
+	if (asprintf(&c->command, "%.*s%s", (int)f->msg_len, f->msg,
+		     cut ? " [...]" : "") < 0) {
+		c->command = NULL;
+		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+	}
+	for (uint32_t i = 0; i < c->rank_count; i++)
+		if (c->ranks[i].rr) {
+			(void)router_job_set_command(
+			    router_rank_job(c->ranks[i].rr), c->command);
+			break;
+		}
+	return 0;
+}

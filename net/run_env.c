@@ -210,6 +210,19 @@ static size_t quote_word(const char *w, char *out, size_t cap)
 	return n;
 }
 
+ssize_t run_command_frame(char *const *argv, uint8_t *buf, size_t cap)
+{
+	char text[PROTO_COMMAND_MAX + 1];
+	bool cut;
+	size_t len = run_command_text(argv, text, sizeof(text), &cut);
+	struct proto_frame f = {.type = PROTO_COMMAND,
+				.flags = cut ? PROTO_COMMAND_F_CUT : 0,
+				.msg = text,
+				.msg_len = len};
+
+	return len ? proto_encode(&f, buf, cap) : 0;
+}
+
 size_t run_command_text(char *const *argv, char *buf, size_t cap, bool *cut)
 {
 	size_t len = 0;

@@ -301,5 +301,8 @@ int run_parse_u32(const char *s, uint32_t *out);
  * fit in @cap - 1 bytes is left out by whole words, and *cut says so (the
  * first word alone too long: an empty line). */
 size_t run_command_text(char *const *argv, char *buf, size_t cap, bool *cut);
+/* The COMMAND frame of @argv (run_command_text()) into @buf: its size, 0
+ * if there is nothing to say (the first word alone too long), or -errno. */
+ssize_t run_command_frame(char *const *argv, uint8_t *buf, size_t cap);
 
 #endif /* IOFS_NET_RUN_I_H */

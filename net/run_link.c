@@ -241,24 +241,13 @@ static int take_held(struct run_link *l, const struct proto_frame *f)
 	return 0;
 }
 
-/* COMMAND: the ranks' command line, for the daemon's info files (nothing
- * if even its first word does not fit). */
+/* COMMAND: the ranks' command line, for the daemon's info files. */
 static int send_command(struct run_link *l, int fd, int64_t dl)
 {
-	char text[PROTO_COMMAND_MAX + 1];
 	uint8_t buf[PROTO_HDR_SIZE + 2 + PROTO_COMMAND_MAX];
-	bool cut;
-	size_t len = run_command_text(l->o->argv, text, sizeof(text), &cut);
-	struct proto_frame f = {.type = PROTO_COMMAND,
-				.flags = cut ? PROTO_COMMAND_F_CUT : 0,
-				.msg = text,
-				.msg_len = len};
-	ssize_t n;
+	ssize_t n = run_command_frame(l->o->argv, buf, sizeof(buf));
 
-	if (!len)
-		return 0;
-	n = proto_encode(&f, buf, sizeof(buf));
-	return n < 0 ? (int)n : write_all(fd, buf, (size_t)n, dl);
+	return n <= 0 ? (int)n : write_all(fd, buf, (size_t)n, dl);
 }
 
 int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,

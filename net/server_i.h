@@ -321,6 +321,9 @@ void conn_resume_handoff(struct conn *c);
 /* conn_resume_admit() answered 2: @c's ranks exist in @job, restored
  * from the spool and waiting; take them (after c->ranks is set up). */
 void conn_resume_take(struct conn *c, router_job_t *job);
+/* COMMAND: keep the ranks' command line for their job (conn_admit.c).
+ * 0, or conn_fail()'s value. */
+int conn_admit_command(struct conn *c, const struct proto_frame *f);
 /* Ranks restored running from the spool wait this long (server start). */
 int conn_resume_arm_restored(net_server_t *s);
 extern const struct router_source_ops conn_source_ops;

@@ -779,48 +779,6 @@ const char *router_job_requested(const router_job_t *job)
 	return job->requested ? job->requested : job->nspace;
 }
 
-int router_job_note(router_job_t *job, const char *text)
-{
-	if (!job || !text || !router_text_valid(text, strlen(text)))
-		return ROUTER_ERR_BAD_PARAM;
-	for (size_t i = 0; i < job->nnotes; i++)
-		if (!strcmp(job->notes[i], text))
-			return 0;
-	if (job->nnotes == ROUTER_NOTES_MAX)
-		return ROUTER_ERR_BAD_PARAM;
-	char *copy = strdup(text);
-	if (!copy)
-		return -ENOMEM;
-	job->notes[job->nnotes++] = copy;
-	return 0;
-}
-
-const char *router_job_note_at(const router_job_t *job, size_t i)
-{
-	return i < job->nnotes ? job->notes[i] : NULL;
-}
-
-int router_job_set_command(router_job_t *job, const char *text)
-{
-	size_t len = text ? strlen(text) : 0;
-
-	if (!job || !len || len > ROUTER_COMMAND_MAX ||
-	    !router_text_valid(text, len))
-		return ROUTER_ERR_BAD_PARAM;
-	if (job->command)
-		return 0; /* the first one said stays */
-	job->command = strdup(text);
-	if (!job->command)
-		return -ENOMEM;
-	job_state_mark(job); /* into the spool's `state` */
-	return 0;
-}
-
-const char *router_job_command(const router_job_t *job)
-{
-	return job->command ? job->command : "";
-}
-
 void router_job_owner_refused(router_job_t *job, uint32_t uid, const char *what)
 {
 	job->owner_refused++;

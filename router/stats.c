@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* The counters a job's and a rank's `info` files show (router.h,
- * struct router_stats): read from the jobs, ranks and streams, never
- * kept twice. */
+/* What a job's and a rank's `info` files show: the counters (router.h,
+ * struct router_stats), read from the jobs, ranks and streams, never kept
+ * twice; a producer's notes and command line. */
 #include "router/job_i.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "router/router_i.h"
@@ -76,4 +78,46 @@ void router_job_stats(const router_job_t *job, struct router_stats *out)
 		out->merged_dropped_bytes += job->m[ci].s.dropped;
 	out->spool_bytes = job->store_bytes;
 	out->owner_refused = job->owner_refused;
+}
+
+int router_job_note(router_job_t *job, const char *text)
+{
+	if (!job || !text || !router_text_valid(text, strlen(text)))
+		return ROUTER_ERR_BAD_PARAM;
+	for (size_t i = 0; i < job->nnotes; i++)
+		if (!strcmp(job->notes[i], text))
+			return 0;
+	if (job->nnotes == ROUTER_NOTES_MAX)
+		return ROUTER_ERR_BAD_PARAM;
+	char *copy = strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	job->notes[job->nnotes++] = copy;
+	return 0;
+}
+
+const char *router_job_note_at(const router_job_t *job, size_t i)
+{
+	return i < job->nnotes ? job->notes[i] : NULL;
+}
+
+int router_job_set_command(router_job_t *job, const char *text)
+{
+	size_t len = text ? strlen(text) : 0;
+
+	if (!job || !len || len > ROUTER_COMMAND_MAX ||
+	    !router_text_valid(text, len))
+		return ROUTER_ERR_BAD_PARAM;
+	if (job->command)
+		return 0; /* the first one said stays */
+	job->command = strdup(text);
+	if (!job->command)
+		return -ENOMEM;
+	job_state_mark(job); /* into the spool's `state` */
+	return 0;
+}
+
+const char *router_job_command(const router_job_t *job)
+{
+	return job->command ? job->command : "";
 }

@@ -244,6 +244,14 @@ static void test_command_text(void **state)
 	assert_int_equal(run_command_text(huge, buf, sizeof(buf), &cut), 0);
 	assert_string_equal(buf, "");
 	assert_true(cut);
+	/* the frame: header, flags (not cut), the text */
+	uint8_t fr[PROTO_HDR_SIZE + 2 + PROTO_COMMAND_MAX];
+	assert_int_equal(run_command_frame(plain, fr, sizeof(fr)),
+			 PROTO_HDR_SIZE + 2 + 25);
+	assert_int_equal(fr[4], PROTO_COMMAND);
+	assert_int_equal(fr[5] | fr[6], 0);
+	assert_memory_equal(fr + 7, "./app -n 4 --out=/tmp/x,y", 25);
+	assert_true(run_command_frame(plain, fr, 10) < 0); /* no room */
 }
 
 int main(void)
