@@ -346,12 +346,14 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 		 * daemon's resume window ends the wait, net/conn_resume.c). */
 		struct rrank *rr = &jb->ranks[i];
 
+		/* first: the last exit completes the job, which writes its
+		 * `state` with what the ranks hold then */
+		router_rank_restore_history(rr->rk, rr->stdin_bytes,
+					    rr->started, rr->ended);
 		if (keep_running && rr->running)
 			router_rank_set_link(rr->rk, ROUTER_LINK_WAITING, 0);
 		else
 			router_rank_exit(rr->rk, rr->state, rr->status);
-		router_rank_restore_history(rr->rk, rr->stdin_bytes,
-					    rr->started, rr->ended);
 	}
 	*out = job;
 	return rc;

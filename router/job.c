@@ -511,7 +511,8 @@ void router_rank_exit(router_rank_t *rank, enum router_state state,
 	rank->state = state == ROUTER_STATE_LOST ? ROUTER_STATE_LOST
 						 : ROUTER_STATE_EXITED;
 	rank->exit_status = exit_status;
-	rank->ended = (int64_t)time(NULL);
+	if (!rank->ended) /* else a restart's record (restore_history) */
+		rank->ended = (int64_t)time(NULL);
 	rank->ops = NULL;
 	rank->ctx = NULL;
 	job->running--;
@@ -560,7 +561,7 @@ void router_rank_restore_history(router_rank_t *rank, uint64_t stdin_bytes,
 		rank->stdin_bytes = stdin_bytes;
 	if (started > 0)
 		rank->started = started;
-	if (ended > 0 && rank->state != ROUTER_STATE_RUNNING)
+	if (ended > 0)
 		rank->ended = ended;
 }
 

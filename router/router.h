@@ -381,7 +381,9 @@ void router_rank_count_replayed(router_rank_t *rank, uint64_t bytes);
 /* Restart: what @rank's earlier life recorded (its spool `state` line, or
  * its forwarder's RESUME): stdin_bytes rises to @stdin_bytes (never falls),
  * and its start and end on the wall clock (seconds) replace this life's
- * where non-zero (the end only once it ended: after router_rank_exit()). */
+ * where non-zero.  Before router_rank_exit() of a restored rank, so that
+ * the `state` its job's completion writes has them (an end given to a
+ * running rank is shown once it ends, and router_rank_exit() keeps it). */
 void router_rank_restore_history(router_rank_t *rank, uint64_t stdin_bytes,
 				 int64_t started, int64_t ended);
 /*

@@ -33,6 +33,11 @@ stop_daemon
 start_daemon -o spool="$SP"
 wait_for 10 test -d "$MNT/a/2" || fail "job a not restored"
 assert_eq "st: stdin_bytes and times after the restart" "$hist0" "$(hist)"
+# ... and after a second one (the first restart's completion rewrote `state`)
+stop_daemon
+start_daemon -o spool="$SP"
+wait_for 10 test -d "$MNT/st/0" || fail "job st not restored twice"
+assert_eq "st: stdin_bytes and times after a second restart" "$hist0" "$(hist)"
 assert_eq "state" exited "$(job_state a)"
 assert_eq "exit status" 3 "$(info_get "$MNT/a/info" exit_status)"
 for r in 0 1 2; do
