@@ -349,11 +349,14 @@ static int start_spool(struct daemon *d, struct router_config *cfg,
 	cfg->store_max_stream = so->set_stream ? so->max_stream : 0;
 	cfg->store_max_job = so->set_job ? so->max_job : SPOOL_MAX_JOB_DEFAULT;
 	cfg->store_max = so->set_total ? so->max : spool_default_max(so->dir);
+	cfg->store_max_user = spool_max_user(so, cfg->store_max);
+	cfg->store_user_exempt = (uint32_t)geteuid(); /* its own jobs */
 	iofs_logf(d->log, LOG_INFO, NULL,
 		  "spool %s: caps per stream %" PRIu64 ", per job %" PRIu64
-		  ", in all %" PRIu64 " bytes (0: none)",
+		  ", per user %" PRIu64 " (not uid %" PRIu32 "), in all %" PRIu64
+		  " bytes (0: none)",
 		  so->dir, cfg->store_max_stream, cfg->store_max_job,
-		  cfg->store_max);
+		  cfg->store_max_user, cfg->store_user_exempt, cfg->store_max);
 	return 0;
 }
 

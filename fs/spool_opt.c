@@ -68,6 +68,8 @@ int spool_option(struct spool_options *o, const char *tok, char *err,
 			   &o->set_stream, err, errlen)) ||
 	    (rc = size_opt(tok, "spool_max_job", &o->max_job, &o->set_job,
 			   err, errlen)) ||
+	    (rc = size_opt(tok, "spool_max_user", &o->max_user, &o->set_user,
+			   err, errlen)) ||
 	    (rc = size_opt(tok, "spool_max", &o->max, &o->set_total, err,
 			   errlen)))
 		return rc;
@@ -132,4 +134,9 @@ uint64_t spool_default_max(const char *dir)
 		return SPOOL_MAX_DEFAULT_CEIL;
 	q = (uint64_t)sv.f_blocks * sv.f_frsize / 4;
 	return q < SPOOL_MAX_DEFAULT_CEIL ? q : SPOOL_MAX_DEFAULT_CEIL;
+}
+
+uint64_t spool_max_user(const struct spool_options *o, uint64_t max)
+{
+	return o->set_user ? o->max_user : max / 4;
 }

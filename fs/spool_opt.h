@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The spool's options (-o spool=DIR, -o nospool, -o spool_max*=SIZE,
+ * The spool's options (-o spool=DIR, -o nospool, -o spool_max*=SIZE
+ * (stream, job, user and total caps),
  * -o spool_keep_cache) and
  * where it lives by default (docs/design.md "The spool"):
  *   $IOFS_SPOOL_DIR/<mount>   if set to an absolute path (the tests),
@@ -25,8 +26,9 @@ struct spool_options {
 	const char *dir; /* -o spool=DIR; NULL = the default */
 	bool off;	 /* -o nospool */
 	bool keep_cache; /* -o spool_keep_cache: no drop-behind */
-	bool set_stream, set_job, set_total; /* given (else the defaults) */
-	uint64_t max_stream, max_job, max; /* 0 = no cap */
+	bool set_stream, set_job, set_total, set_user; /* given (else the
+							* defaults) */
+	uint64_t max_stream, max_job, max, max_user; /* 0 = no cap */
 };
 
 /* -o @tok: 1 (ours, taken), 0 (not ours), -1 (bad: @err says why). */
@@ -45,5 +47,10 @@ int spool_default_dir(const char *mountpoint, char *buf, size_t len);
  * filesystem's size, at most SPOOL_MAX_DEFAULT_CEIL (that if statvfs
  * fails). */
 uint64_t spool_default_max(const char *dir);
+
+/* The per-user cap (-o spool_max_user, for every user but the daemon's
+ * own): @o's, or by default a quarter of the total cap @max (none when
+ * that is none). */
+uint64_t spool_max_user(const struct spool_options *o, uint64_t max);
 
 #endif

@@ -211,7 +211,7 @@ static void job_unlink(router_job_t *job)
 	if (strmap_get(&job->r->job_index, job->nspace) == job)
 		strmap_del(&job->r->job_index, job->nspace);
 	if (job->owner_counted)
-		uidmap_add(&job->r->uid_jobs, job->uid, 0, -1);
+		uidmap_add(&job->r->uid_jobs, job->uid, UID_JOBS, -1);
 	job->removed = true;
 	router_job_unref(job);
 }
@@ -399,7 +399,7 @@ static router_rank_t *rank_new(router_job_t *job, uint32_t id,
 			job->private_job = info->private_job;
 			/* a failure only makes the per-uid count low */
 			job->owner_counted =
-			    uidmap_add(&r->uid_jobs, job->uid, 0, 1) == 0;
+			    uidmap_add(&r->uid_jobs, job->uid, UID_JOBS, 1) == 0;
 		}
 		if (info->job_size > job->job_size)
 			job->job_size = info->job_size;
@@ -734,7 +734,7 @@ int router_stream_attr(router_job_t *job, uint32_t rank, uint32_t channel,
 
 size_t router_uid_jobs(router_t *r, uint32_t uid)
 {
-	return r ? (size_t)uidmap_value(&r->uid_jobs, uid, 0) : 0;
+	return r ? (size_t)uidmap_value(&r->uid_jobs, uid, UID_JOBS) : 0;
 }
 
 bool router_job_complete(const router_job_t *job)

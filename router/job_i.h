@@ -126,6 +126,8 @@ struct router_job {
 	uint64_t store_bytes; /* what its streams' stores hold */
 	TAILQ_ENTRY(router_job) done_link; /* r->store_done while on_done */
 	bool on_done;
+	/* "over the per-user cap, nothing its readers keep" logged (once) */
+	bool user_over_logged;
 	TAILQ_ENTRY(router_job) state_link; /* r->state_dirty while dirty */
 	bool state_dirty;
 };
@@ -166,6 +168,14 @@ void store_caps(struct stream *s);
 /* The store is full: evict the oldest complete job (not @writing) that
  * holds bytes.  true if that freed some. */
 bool store_make_room(router_t *r, router_job_t *writing);
+/* True when @job's owner is at the per-owner cap (router.max_user) even
+ * after evicting what it may (its complete jobs, then @job's and its
+ * other running jobs' oldest bytes) and blocking readers of that owner's
+ * jobs keep the rest.  Its streams' writes wait (store_wait(),
+ * SUSPEND_SPOOL) until it is not.  With no such reader nothing would ever
+ * change (what is left is the views' index, blocks not yet whole):
+ * false, the cap is exceeded, logged once per job. */
+bool store_user_full(router_job_t *job);
 /* The job completed / is freed: on / off r->store_done. */
 void store_job_done(router_job_t *job);
 void store_job_forget(router_job_t *job);
@@ -181,7 +191,9 @@ void mrec_add(struct merged *m, uint64_t moff, const char *lit, size_t plen,
 /* Forget the records past the view's end (an append failed). */
 void mrec_trim(struct merged *m);
 void mrec_free(struct merged *m);
-/* Store the next piece of @m (from s.stored): bytes taken or -errno. */
+/* Store the next piece of @m (from s.stored): bytes taken or -errno;
+ * -EAGAIN: its rank's bytes are not in the rank's store yet (held for a
+ * full disk or the owner's cap), the view waits for them. */
 ssize_t mrec_write(struct merged *m);
 /* After rank streams of @job evicted: the views follow (held_from). */
 void mrec_follow(router_job_t *job);

@@ -4,8 +4,9 @@
  * formatted (router/line.c) and handed to the store as "these bytes of
  * that rank's stream, with this tag at each line start"
  * (router_store_ops.append_ref), so a spool writes the ranks' bytes once.
- * What cannot be a reference (XML, a rank stream whose store failed, is
- * full or evicted them) is stored as it is, from the view's ring.
+ * What cannot be a reference (XML, a rank stream whose store failed or
+ * evicted them) is stored as it is, from the view's ring.  Bytes a rank
+ * has not stored yet (its store held back) are waited for, not copied.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -139,6 +140,18 @@ static void rec_literal_from(struct mrec *rc, uint64_t at)
 	rc->src = NULL;
 }
 
+/* The rank's bytes are not in its store yet but will be: its store is
+ * live, and holds them back (a full disk, its owner's cap) with the rank
+ * held.  The view waits for them rather than store them a second time as
+ * literal bytes, which no eviction of the rank's file would reach. */
+static bool ref_pending(const struct mrec *rc)
+{
+	const struct stream *src = rc->src;
+
+	return src && !src->store_failed && src->store_start <= rc->roff &&
+	       src->stored < rc->roff + rc->rlen;
+}
+
 /* The rank's bytes are in its store, as the view says. */
 static bool ref_ok(const struct mrec *rc)
 {
@@ -171,6 +184,8 @@ ssize_t mrec_write(struct merged *m)
 		lim = rc->moff; /* bytes without a record */
 		rc = NULL;
 	} else if (rc) {
+		if (mrec_on(m) && ref_pending(rc))
+			return -EAGAIN; /* store_sync() waits */
 		if (ref_ok(rc) && mrec_on(m)) {
 			struct router_store_ref ref = {
 			    .lit = iov,

@@ -633,6 +633,8 @@ int router_new(struct event_base *base, const struct router_config *cfg,
 	r->max_stream = cfg->store_max_stream;
 	r->max_job = cfg->store_max_job;
 	r->max_total = cfg->store_max;
+	r->max_user = cfg->store_max_user;
+	r->user_exempt = cfg->store_user_exempt;
 	TAILQ_INIT(&r->store_done);
 	TAILQ_INIT(&r->state_dirty);
 	r->loop_thread = pthread_self();

@@ -237,6 +237,10 @@ struct router_config {
 	/* Caps on what the store holds, bytes; 0 = none: per stream, per job
 	 * (its rank streams and merged views), and in all. */
 	uint64_t store_max_stream, store_max_job, store_max;
+	/* Cap on what one owner's jobs hold, bytes (0 = none), for every
+	 * owner but @store_user_exempt (the daemon's own uid). */
+	uint64_t store_max_user;
+	uint32_t store_user_exempt;
 };
 
 /*

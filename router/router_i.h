@@ -39,6 +39,9 @@ struct router_sub {
 	void *cbdata;
 };
 
+/* The counters of router.uid_jobs. */
+enum { UID_JOBS = 0, UID_STORE = 1, UID_READERS = 2 };
+
 struct router {
 	struct event_base *base;
 	size_t window, low_water, budget, buffering_size;
@@ -54,7 +57,10 @@ struct router {
 
 	TAILQ_HEAD(, router_job) jobs;	   /* the registry */
 	struct strmap job_index;	   /* nspace -> job of @jobs */
-	struct strmap uid_jobs;		   /* uid -> jobs of @jobs it owns */
+	/* uid -> [UID_JOBS] jobs of @jobs it owns, [UID_STORE] the bytes its
+	 * jobs' stores hold, [UID_READERS] the blocking readers of its jobs'
+	 * streams (a failed count only makes them low: the cap holds less) */
+	struct strmap uid_jobs;
 	TAILQ_HEAD(, router_job) all_jobs; /* every job not yet freed */
 	TAILQ_HEAD(, router_sub) subs;
 	int sub_walk;  /* depth of walks over @subs */
@@ -95,6 +101,10 @@ struct router {
 	 * (the sum of every stream's [store_start, stored)). */
 	uint64_t max_stream, max_job, max_total;
 	uint64_t store_used;
+	/* The per-owner cap (router_config.store_max_user; 0 = none) and the
+	 * owner it spares; each owner's bytes are uid_jobs[UID_STORE]. */
+	uint64_t max_user;
+	uint32_t user_exempt;
 	/* Complete jobs whose store holds bytes, in completion order: the
 	 * total cap evicts from the first. */
 	TAILQ_HEAD(, router_job) store_done;

@@ -344,6 +344,81 @@ static void total_cap(router_t *r, router_job_t *writing)
 	}
 }
 
+/* What @uid's jobs hold in the store. */
+static uint64_t user_bytes(router_t *r, uint32_t uid)
+{
+	return uidmap_value(&r->uid_jobs, uid, UID_STORE);
+}
+
+/* The per-owner cap: @writing's owner's complete jobs lose everything
+ * first, oldest first, then @writing its oldest bytes, largest streams
+ * first (the total cap's order within one owner's jobs), then the
+ * owner's other running jobs theirs, then the owner's merged views
+ * theirs.  Never what a running job's blocking reader still needs: what
+ * those keep is what holds the owner back (store_user_full()). */
+static void user_cap(router_t *r, router_job_t *writing)
+{
+	uint64_t goal = r->max_user - cap_slack(r->max_user), held;
+	uint32_t uid = writing->uid;
+	router_job_t *job, *next;
+
+	for (job = TAILQ_FIRST(&r->store_done);
+	     job && user_bytes(r, uid) > goal; job = next) {
+		next = TAILQ_NEXT(job, done_link);
+		if (job->uid != uid || job == writing)
+			continue;
+		job_evict(job, job->store_bytes);
+		store_job_forget(job); /* done with it, as total_cap() */
+	}
+	held = user_bytes(r, uid);
+	if (held > goal)
+		job_evict(writing, held - goal);
+	TAILQ_FOREACH (job, &r->all_jobs, all_link) {
+		held = user_bytes(r, uid);
+		if (held <= goal)
+			break;
+		if (job->uid == uid && job != writing && job->store_bytes)
+			job_evict(job, held - goal);
+	}
+	/* Still over: the owner's merged views give up their history (what
+	 * their own files take: literal bytes, XML's, a rank whose store
+	 * failed; never below their blocking readers) */
+	TAILQ_FOREACH (job, &r->all_jobs, all_link) {
+		if (user_bytes(r, uid) <= goal)
+			break;
+		if (job->uid != uid || !job->store_bytes)
+			continue;
+		for (int ci = 0; ci < CI_N; ci++)
+			evict_some(&job->m[ci].s,
+				   stream_store_evictable(&job->m[ci].s));
+	}
+}
+
+bool store_user_full(router_job_t *job)
+{
+	router_t *r = job->r;
+
+	if (!r->max_user || job->uid == r->user_exempt ||
+	    user_bytes(r, job->uid) < r->max_user)
+		return false;
+	user_cap(r, job);
+	if (user_bytes(r, job->uid) < r->max_user)
+		return false;
+	if (uidmap_value(&r->uid_jobs, job->uid, UID_READERS))
+		return true;
+	if (!job->user_over_logged) {
+		job->user_over_logged = true;
+		router_logf(r, LOG_WARNING,
+			    "%s: uid %" PRIu32 " is over the per-user spool cap "
+			    "(spool_max_user: %" PRIu64 " > %" PRIu64
+			    " bytes) with no reader keeping any: what is left "
+			    "cannot be evicted, not holding it back",
+			    job->nspace, job->uid, user_bytes(r, job->uid),
+			    r->max_user);
+	}
+	return false;
+}
+
 void store_caps(struct stream *s)
 {
 	router_t *r = s->r;
@@ -355,6 +430,9 @@ void store_caps(struct stream *s)
 	if (r->max_job && job->store_bytes > r->max_job)
 		job_evict(job, job->store_bytes - r->max_job +
 				   cap_slack(r->max_job));
+	if (r->max_user && job->uid != r->user_exempt &&
+	    user_bytes(r, job->uid) > r->max_user)
+		user_cap(r, job);
 	if (r->max_total && r->store_used > r->max_total)
 		total_cap(r, job);
 	mrec_follow(job);

@@ -54,6 +54,9 @@ static void store_account(struct stream *s, int64_t delta)
 	s->charged += (uint64_t)delta;
 	s->job->store_bytes += (uint64_t)delta;
 	s->r->store_used += (uint64_t)delta;
+	/* a failure (no memory for a new owner) only makes the owner's sum
+	 * low: the per-owner cap then acts later */
+	uidmap_add(&s->r->uid_jobs, s->job->uid, UID_STORE, delta);
 }
 
 /* The store is gone: nothing counted for it any more. */
@@ -61,6 +64,8 @@ static void store_uncharge(struct stream *s)
 {
 	s->job->store_bytes -= s->charged;
 	s->r->store_used -= s->charged;
+	uidmap_add(&s->r->uid_jobs, s->job->uid, UID_STORE,
+		   -(int64_t)s->charged);
 	s->charged = 0;
 }
 
@@ -161,26 +166,51 @@ static void store_timer_arm(router_t *r)
 		evtimer_add(r->ev_store, &tv);
 }
 
-/* The store is full: hold the producer(s) back, retry on the timer. */
+/* The store cannot take the bytes yet: retry on the timer.  @err
+ * (ENOSPC, EDQUOT; 0: the owner's cap, store_user_full()) holds the
+ * producer(s) back, logged once; EAGAIN (a view whose ranks' bytes are
+ * not stored yet, mrec_write()) only waits: its ranks are held already,
+ * and each one that stores kicks it (view_kick()). */
 static void store_wait(struct stream *s, int err)
 {
 	char name[ROUTER_NSPACE_MAX + 32];
 
+	if (!s->store_full) {
+		s->store_full = true;
+		TAILQ_INSERT_TAIL(&s->r->store_wait, s, store_link);
+	}
+	store_timer_arm(s->r);
+	if (err == EAGAIN)
+		return;
 	if (!s->store_warned) { /* once until it resumes */
 		stream_name(s, name, sizeof(name));
 		router_logf(s->r, LOG_WARNING,
 			    "%s: spool write: %s: holding its producer back "
 			    "at byte %" PRIu64 ", retrying",
-			    name, strerror(err), s->stored);
+			    name,
+			    err ? strerror(err)
+				: "its owner's jobs hold the per-user cap "
+				  "(spool_max_user) and their readers keep it",
+			    s->stored);
 		s->store_warned = true;
-	}
-	if (!s->store_full) {
-		s->store_full = true;
-		TAILQ_INSERT_TAIL(&s->r->store_wait, s, store_link);
 	}
 	if (!s->complete)
 		latch(s, SUSPEND_SPOOL, true);
-	store_timer_arm(s->r);
+}
+
+/* @s (off r->store_wait) took its bytes: let its producers go. */
+static void store_resumed(struct stream *s)
+{
+	char name[ROUTER_NSPACE_MAX + 32];
+
+	if (s->store_warned && !s->store_failed) {
+		stream_name(s, name, sizeof(name));
+		router_logf(s->r, LOG_NOTICE,
+			    "%s: spool write resumed at byte %" PRIu64, name,
+			    s->stored);
+	}
+	s->store_warned = false;
+	latch(s, SUSPEND_SPOOL, false);
 }
 
 /* The stream's store, opened on first use: false if it cannot be. */
@@ -206,13 +236,37 @@ static bool store_open(struct stream *s)
 	return true;
 }
 
+static void store_sync(struct stream *s);
+
+/* Rank stream @s stored bytes: its view, if it waits for them
+ * (EAGAIN), stores what it can now. */
+static void view_kick(struct stream *s)
+{
+	struct stream *m =
+	    &s->job->m[s->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR].s;
+
+	if (!m->store_full || m->store_warned)
+		return; /* not waiting, or held for the disk: the timer's */
+	store_unwait(m);
+	store_sync(m); /* back on the list if it still waits */
+	if (!m->store_full)
+		store_resumed(m);
+}
+
 /* Write [stored, end) from the ring to the store (opened on first use). */
 static void store_sync(struct stream *s)
 {
 	const struct router_store_ops *ops = s->r->store;
+	bool took = false;
 
 	if (!store_live(s) || s->stored >= s->end || !store_open(s))
 		return;
+	/* a view's own bytes are its index (what its ranks' files hold):
+	 * it waits for its ranks, not for the cap */
+	if (s->rank != ROUTER_RANK_WILDCARD && store_user_full(s->job)) {
+		store_wait(s, 0);
+		return;
+	}
 	while (s->stored < s->end) {
 		struct iovec iov[2];
 		ssize_t w;
@@ -230,7 +284,11 @@ static void store_sync(struct stream *s)
 			if (store_make_room(s->r, s->job))
 				continue; /* an old job's space: again */
 			store_wait(s, (int)-w);
-			return;
+			break;
+		}
+		if (w == -EAGAIN) { /* a view, ahead of its ranks' files */
+			store_wait(s, EAGAIN);
+			break;
 		}
 		if (w <= 0) {
 			store_give_up(s, w < 0 ? (int)-w : EIO, "write");
@@ -238,8 +296,12 @@ static void store_sync(struct stream *s)
 		}
 		s->stored += (uint64_t)w;
 		store_account(s, w);
+		took = true;
 	}
-	store_caps(s);
+	if (took)
+		store_caps(s);
+	if (took && s->rank != ROUTER_RANK_WILDCARD)
+		view_kick(s);
 }
 
 int stream_adopt(struct stream *s, void *h, uint64_t size)
@@ -266,8 +328,8 @@ ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
 	    s->rank == ROUTER_RANK_WILDCARD || s->complete)
 		return -ENOTSUP;
 	store_sync(s); /* nothing may wait ahead of these bytes */
-	if (s->store_full)
-		return -ENOSPC;
+	if (s->store_full || store_user_full(s->job))
+		return -ENOSPC; /* the usual deliver holds them (store_sync) */
 	if (!store_live(s) || s->stored < s->end || !store_open(s))
 		return -ENOTSUP;
 	for (;;) {
@@ -298,7 +360,6 @@ ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
 void stream_store_retry(router_t *r)
 {
 	struct stream *s;
-	char name[ROUTER_NSPACE_MAX + 32];
 	uint64_t n = 0, todo = 0;
 
 	while ((s = TAILQ_FIRST(&r->store_lazy))) {
@@ -314,16 +375,8 @@ void stream_store_retry(router_t *r)
 		TAILQ_REMOVE(&r->store_wait, s, store_link);
 		s->store_full = false;
 		store_sync(s); /* back on the list if still full */
-		if (s->store_full)
-			continue;
-		s->store_warned = false;
-		if (!s->store_failed) {
-			stream_name(s, name, sizeof(name));
-			router_logf(r, LOG_NOTICE,
-				    "%s: spool write resumed at byte %" PRIu64,
-				    name, s->stored);
-		}
-		latch(s, SUSPEND_SPOOL, false);
+		if (!s->store_full)
+			store_resumed(s);
 	}
 }
 
@@ -662,8 +715,10 @@ int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
 	rd->ready = ready;
 	rd->cbdata = cbdata;
 	TAILQ_INSERT_TAIL(&s->readers, rd, link);
-	if (!(flags & ROUTER_READER_NONBLOCK))
+	if (!(flags & ROUTER_READER_NONBLOCK)) {
 		s->nblocking++;
+		uidmap_add(&s->r->uid_jobs, s->job->uid, UID_READERS, 1);
+	}
 	/* Existing bytes or EOF: let the reader know. */
 	if (s->end > s->start || s->stored || s->complete)
 		router_queue_ready(s->r, rd);
@@ -835,8 +890,10 @@ void router_reader_close(router_reader_t *rd)
 		return;
 	s = rd->s;
 	TAILQ_REMOVE(&s->readers, rd, link);
-	if (!(rd->flags & ROUTER_READER_NONBLOCK))
+	if (!(rd->flags & ROUTER_READER_NONBLOCK)) {
 		s->nblocking--;
+		uidmap_add(&s->r->uid_jobs, s->job->uid, UID_READERS, -1);
+	}
 	router_unqueue_ready(s->r, rd);
 	stream_flow_check(s);
 	router_job_unref(rd->job);

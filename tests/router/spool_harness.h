@@ -212,18 +212,15 @@ static const struct router_store_ops fk_ops __attribute__((unused)) = {
     .close = fk_close,
 };
 
-
-/* A router over a real spool with caps. */
-static inline struct sp *sp_caps(uint64_t stream, uint64_t job, uint64_t total)
+/* A router over a new real spool with @cfg (its window, low water and
+ * store set here). */
+static inline struct sp *sp_cfg(struct router_config cfg)
 {
 	struct sp *s = calloc(1, sizeof(*s));
-	struct router_config cfg = {.window = WIN,
-				    .low_water = WIN / 4,
-				    .store_max_stream = stream,
-				    .store_max_job = job,
-				    .store_max = total};
 	char err[256];
 
+	cfg.window = WIN;
+	cfg.low_water = WIN / 4;
 	assert_non_null(s);
 	snprintf(s->dir, sizeof(s->dir), "/tmp/iofs-spool.XXXXXX");
 	assert_non_null(mkdtemp(s->dir));
@@ -232,6 +229,14 @@ static inline struct sp *sp_caps(uint64_t stream, uint64_t job, uint64_t total)
 	cfg.store_ctx = s->sp;
 	s->h = h_new(&cfg);
 	return s;
+}
+
+/* A router over a real spool with caps. */
+static inline struct sp *sp_caps(uint64_t stream, uint64_t job, uint64_t total)
+{
+	return sp_cfg((struct router_config){.store_max_stream = stream,
+					     .store_max_job = job,
+					     .store_max = total});
 }
 
 /* Read all of a stream from offset 0; returns the bytes got. */
