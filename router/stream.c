@@ -29,67 +29,14 @@ void stream_init(struct stream *s, router_t *r, stream_flow_fn on_flow,
 	TAILQ_INIT(&s->readers);
 }
 
-static void store_unwait(struct stream *s)
-{
-	if (s->store_full) {
-		TAILQ_REMOVE(&s->r->store_wait, s, store_link);
-		s->store_full = false;
-	}
-}
-
-bool stream_store_by_ref(const struct stream *s)
-{
-	return s->rank == ROUTER_RANK_WILDCARD && s->r->store->disk_bytes &&
-	       s->r->store->append_ref;
-}
-
-/* What the store holds changed by @delta bytes (for a view stored by
- * reference: whatever its files take now). */
-static void store_account(struct stream *s, int64_t delta)
-{
-	if (stream_store_by_ref(s))
-		delta = s->store ? (int64_t)(s->r->store->disk_bytes(s->store) -
-					     s->charged)
-				 : 0;
-	s->charged += (uint64_t)delta;
-	s->job->store_bytes += (uint64_t)delta;
-	s->r->store_used += (uint64_t)delta;
-	/* a failure (no memory for a new owner) only makes the owner's sum
-	 * low: the per-owner cap then acts later */
-	uidmap_add(&s->r->uid_jobs, s->job->uid, UID_STORE, delta);
-}
-
-/* The store is gone: nothing counted for it any more. */
-static void store_uncharge(struct stream *s)
-{
-	s->job->store_bytes -= s->charged;
-	s->r->store_used -= s->charged;
-	uidmap_add(&s->r->uid_jobs, s->job->uid, UID_STORE,
-		   -(int64_t)s->charged);
-	s->charged = 0;
-}
-
-uint64_t stream_store_held(const struct stream *s)
-{
-	return s->stored > s->store_start ? s->stored - s->store_start : 0;
-}
-
-static void lazy_unlink(struct stream *s)
-{
-	if (s->store_lazy) {
-		TAILQ_REMOVE(&s->r->store_lazy, s, lazy_link);
-		s->store_lazy = false;
-	}
-}
-
 void stream_destroy(struct stream *s)
 {
-	store_unwait(s);
-	lazy_unlink(s);
+	stream_store_unwait(s);
+	stream_lazy_unlink(s);
 	if (s->rank == ROUTER_RANK_WILDCARD)
 		mrec_free((struct merged *)s);
 	stream_flow_release(s);
-	store_uncharge(s);
+	stream_store_uncharge(s);
 	s->store_start = s->stored;
 	if (s->store) {
 		s->r->store->close(s->store, s->job->store_discard);
@@ -125,261 +72,6 @@ int stream_ring_iov(const struct stream *s, uint64_t so, size_t len,
 	return 2;
 }
 
-/* The store takes every byte from here on (the ring keeps what it has
- * not taken yet). */
-static bool store_live(const struct stream *s)
-{
-	return s->r->store && !s->store_failed;
-}
-
-/* "nspace/rank/stdout" ("merged" for the views) */
-static void stream_name(const struct stream *s, char *buf, size_t len)
-{
-	char rank[16] = "merged";
-
-	if (s->rank != ROUTER_RANK_WILDCARD)
-		snprintf(rank, sizeof(rank), "%" PRIu32, s->rank);
-	snprintf(buf, len, "%s/%s/%s", router_job_nspace(s->job), rank,
-		 s->channel == ROUTER_CH_STDOUT ? "stdout" : "stderr");
-}
-
-static void store_give_up(struct stream *s, int err, const char *what)
-{
-	char name[ROUTER_NSPACE_MAX + 32];
-
-	s->store_failed = true;
-	stream_name(s, name, sizeof(name));
-	router_logf(s->r, LOG_ERR,
-		    "%s: spool %s: %s: from byte %" PRIu64
-		    " on only the last window of it is kept",
-		    name, what, strerror(err), s->stored);
-}
-
-static void latch(struct stream *s, unsigned reason, bool on);
-static void stream_name(const struct stream *s, char *buf, size_t len);
-
-static void store_timer_arm(router_t *r)
-{
-	struct timeval tv = {0, STORE_RETRY_NS / 1000};
-
-	if (!r->shut && !evtimer_pending(r->ev_store, NULL))
-		evtimer_add(r->ev_store, &tv);
-}
-
-/* The store cannot take the bytes yet: retry on the timer.  @err
- * (ENOSPC, EDQUOT; 0: the owner's cap, store_user_full()) holds the
- * producer(s) back, logged once; EAGAIN (a view whose ranks' bytes are
- * not stored yet, mrec_write()) only waits: its ranks are held already,
- * and each one that stores kicks it (view_kick()). */
-static void store_wait(struct stream *s, int err)
-{
-	char name[ROUTER_NSPACE_MAX + 32];
-
-	if (!s->store_full) {
-		s->store_full = true;
-		TAILQ_INSERT_TAIL(&s->r->store_wait, s, store_link);
-	}
-	store_timer_arm(s->r);
-	if (err == EAGAIN)
-		return;
-	if (!s->store_warned) { /* once until it resumes */
-		stream_name(s, name, sizeof(name));
-		router_logf(s->r, LOG_WARNING,
-			    "%s: spool write: %s: holding its producer back "
-			    "at byte %" PRIu64 ", retrying",
-			    name,
-			    err ? strerror(err)
-				: "its owner's jobs hold the per-user cap "
-				  "(spool_max_user) and their readers keep it",
-			    s->stored);
-		s->store_warned = true;
-	}
-	if (!s->complete)
-		latch(s, SUSPEND_SPOOL, true);
-}
-
-/* @s (off r->store_wait) took its bytes: let its producers go. */
-static void store_resumed(struct stream *s)
-{
-	char name[ROUTER_NSPACE_MAX + 32];
-
-	if (s->store_warned && !s->store_failed) {
-		stream_name(s, name, sizeof(name));
-		router_logf(s->r, LOG_NOTICE,
-			    "%s: spool write resumed at byte %" PRIu64, name,
-			    s->stored);
-	}
-	s->store_warned = false;
-	latch(s, SUSPEND_SPOOL, false);
-}
-
-/* The stream's store, opened on first use: false if it cannot be. */
-static bool store_open(struct stream *s)
-{
-	void *jh;
-	int rc;
-
-	if (s->store)
-		return true;
-	jh = job_store(s->job);
-	rc = jh && s->stored == 0 && s->start == 0
-		 ? s->r->store->open(jh, s->rank, s->channel, &s->store)
-		 : -EIO;
-	if (rc < 0) {
-		s->store = NULL;
-		if (jh)
-			store_give_up(s, -rc, "open");
-		else
-			s->store_failed = true; /* logged by the job */
-		return false;
-	}
-	return true;
-}
-
-static void store_sync(struct stream *s);
-
-/* Rank stream @s stored bytes: its view, if it waits for them
- * (EAGAIN), stores what it can now. */
-static void view_kick(struct stream *s)
-{
-	struct stream *m =
-	    &s->job->m[s->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR].s;
-
-	if (!m->store_full || m->store_warned)
-		return; /* not waiting, or held for the disk: the timer's */
-	store_unwait(m);
-	store_sync(m); /* back on the list if it still waits */
-	if (!m->store_full)
-		store_resumed(m);
-}
-
-/* Write [stored, end) from the ring to the store (opened on first use). */
-static void store_sync(struct stream *s)
-{
-	const struct router_store_ops *ops = s->r->store;
-	bool took = false;
-
-	if (!store_live(s) || s->stored >= s->end || !store_open(s))
-		return;
-	/* a view's own bytes are its index (what its ranks' files hold):
-	 * it waits for its ranks, not for the cap */
-	if (s->rank != ROUTER_RANK_WILDCARD && store_user_full(s->job)) {
-		store_wait(s, 0);
-		return;
-	}
-	while (s->stored < s->end) {
-		struct iovec iov[2];
-		ssize_t w;
-
-		if (s->rank == ROUTER_RANK_WILDCARD && ops->append_ref)
-			w = mrec_write((struct merged *)s);
-		else
-			w = ops->append(s->store, iov,
-					stream_ring_iov(s, s->stored,
-							(size_t)(s->end -
-								 s->stored),
-							iov));
-
-		if (w == -ENOSPC || w == -EDQUOT) {
-			if (store_make_room(s->r, s->job))
-				continue; /* an old job's space: again */
-			store_wait(s, (int)-w);
-			break;
-		}
-		if (w == -EAGAIN) { /* a view, ahead of its ranks' files */
-			store_wait(s, EAGAIN);
-			break;
-		}
-		if (w <= 0) {
-			store_give_up(s, w < 0 ? (int)-w : EIO, "write");
-			return;
-		}
-		s->stored += (uint64_t)w;
-		store_account(s, w);
-		took = true;
-	}
-	if (took)
-		store_caps(s);
-	if (took && s->rank != ROUTER_RANK_WILDCARD)
-		view_kick(s);
-}
-
-int stream_adopt(struct stream *s, void *h, uint64_t size)
-{
-	if (s->end || s->store || s->buf)
-		return ROUTER_ERR_EXISTS;
-	s->store = h;
-	s->stored = s->start = s->end = size;
-	if (s->r->store->held_from)
-		s->store_start = s->r->store->held_from(h);
-	if (s->store_start > size)
-		s->store_start = size;
-	s->dropped = s->store_start; /* an earlier life's caps */
-	store_account(s, (int64_t)(size - s->store_start));
-	return 0;
-}
-
-ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
-{
-	const struct router_store_ops *ops = s->r->store;
-	ssize_t w;
-
-	if (!store_live(s) || !ops->splice_in ||
-	    s->rank == ROUTER_RANK_WILDCARD || s->complete)
-		return -ENOTSUP;
-	store_sync(s); /* nothing may wait ahead of these bytes */
-	if (s->store_full || store_user_full(s->job))
-		return -ENOSPC; /* the usual deliver holds them (store_sync) */
-	if (!store_live(s) || s->stored < s->end || !store_open(s))
-		return -ENOTSUP;
-	for (;;) {
-		w = ops->splice_in(s->store, fd, buf, n);
-		if (w == -ENOSPC || w == -EDQUOT) {
-			if (store_make_room(s->r, s->job))
-				continue; /* an old job's space: again */
-			/* the usual deliver holds them for the disk: its append
-			 * fails the same way and waits (store_wait: latched,
-			 * logged once, retried from the ring) */
-			return -ENOSPC;
-		}
-		if (w == -ENOTSUP || w == -EINVAL)
-			return -ENOTSUP; /* not from a pipe: append as usual */
-		if (w == -EAGAIN)
-			return -EAGAIN;
-		if (w == 0)
-			return -EPIPE;
-		if (w < 0) {
-			store_give_up(s, (int)-w, "write");
-			return -ENOTSUP; /* the caller reads the pipe itself */
-		}
-		s->spliced = (uint64_t)w; /* counted by the append that follows */
-		return w;
-	}
-}
-
-void stream_store_retry(router_t *r)
-{
-	struct stream *s;
-	uint64_t n = 0, todo = 0;
-
-	while ((s = TAILQ_FIRST(&r->store_lazy))) {
-		lazy_unlink(s);
-		store_sync(s);
-	}
-
-	/* Each waiting stream once: one still full goes back at the tail
-	 * (walking the list as it is re-appended to would never end). */
-	TAILQ_FOREACH (s, &r->store_wait, store_link)
-		todo++;
-	while (n++ < todo && (s = TAILQ_FIRST(&r->store_wait))) {
-		TAILQ_REMOVE(&r->store_wait, s, store_link);
-		s->store_full = false;
-		store_sync(s); /* back on the list if still full */
-		if (!s->store_full)
-			store_resumed(s);
-	}
-}
-
 /* Lowest cursor of a blocking reader, UINT64_MAX if there is none. */
 static uint64_t blocking_limit(const struct stream *s)
 {
@@ -397,7 +89,7 @@ static uint64_t blocking_limit(const struct stream *s)
  * every byte, else the slowest blocking reader's cursor. */
 static uint64_t retain_limit(const struct stream *s)
 {
-	return store_live(s) ? s->stored : blocking_limit(s);
+	return stream_store_live(s) ? s->stored : blocking_limit(s);
 }
 
 static uint64_t stream_lag(const struct stream *s)
@@ -489,7 +181,7 @@ uint64_t stream_store_evict(struct stream *s, uint64_t to)
 	s->store_start = to;
 	if (s->store && s->r->store->drop)
 		s->r->store->drop(s->store, to);
-	store_account(s, -(int64_t)(to - from)); /* after: what it freed */
+	stream_store_account(s, -(int64_t)(to - from)); /* after: what it freed */
 	if (s->rank != ROUTER_RANK_WILDCARD) /* mrec_follow() */
 		s->job->m[s->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR]
 		    .follow = true;
@@ -506,7 +198,7 @@ void stream_store_skip(struct stream *s, uint64_t to)
 		return;
 	count_lost(s, from, to < s->start ? to : s->start);
 	s->store_start = to;
-	store_account(s, -(int64_t)(to - from));
+	stream_store_account(s, -(int64_t)(to - from));
 }
 
 /* Forget the bytes before @to (to <= end). */
@@ -563,7 +255,7 @@ static void notify_readers(struct stream *s)
 		router_queue_ready(s->r, rd);
 }
 
-static void latch(struct stream *s, unsigned reason, bool on)
+void stream_latch(struct stream *s, unsigned reason, bool on)
 {
 	if (on == !!(s->held & reason))
 		return;
@@ -635,26 +327,26 @@ int stream_append(struct stream *s, const void *p, size_t n, uint64_t now)
 	}
 	if (spliced) { /* stream_splice() stored these already */
 		s->stored += spliced;
-		store_account(s, (int64_t)spliced);
+		stream_store_account(s, (int64_t)spliced);
 		store_caps(s);
 	}
-	if (s->rank == ROUTER_RANK_WILDCARD && store_live(s) && !s->store_full &&
+	if (s->rank == ROUTER_RANK_WILDCARD && stream_store_live(s) && !s->store_full &&
 	    s->end - s->stored < STORE_BATCH) {
 		if (!s->store_lazy) { /* the timer stores it, or the next */
 			TAILQ_INSERT_TAIL(&r->store_lazy, s, lazy_link);
 			s->store_lazy = true;
 		}
-		store_timer_arm(r);
+		stream_store_timer_arm(r);
 	} else {
-		lazy_unlink(s);
-		store_sync(s);
+		stream_lazy_unlink(s);
+		stream_store_sync(s);
 	}
 	s->mtime_ns = now;
 	notify_readers(s);
 	if (stream_lag(s) > r->window)
-		latch(s, SUSPEND_LAG, true);
+		stream_latch(s, SUSPEND_LAG, true);
 	if (over && s->nblocking)
-		latch(s, SUSPEND_MEM, true);
+		stream_latch(s, SUSPEND_MEM, true);
 	return 0;
 }
 
@@ -663,17 +355,17 @@ void stream_complete(struct stream *s)
 	if (s->complete)
 		return;
 	s->complete = true;
-	lazy_unlink(s);
-	store_sync(s); /* a batch still waiting */
+	stream_lazy_unlink(s);
+	stream_store_sync(s); /* a batch still waiting */
 	notify_readers(s);
 	stream_flow_release(s);
 }
 
 void stream_flow_release(struct stream *s)
 {
-	latch(s, SUSPEND_LAG, false);
-	latch(s, SUSPEND_MEM, false);
-	latch(s, SUSPEND_SPOOL, false);
+	stream_latch(s, SUSPEND_LAG, false);
+	stream_latch(s, SUSPEND_MEM, false);
+	stream_latch(s, SUSPEND_SPOOL, false);
 }
 
 void stream_flow_check(struct stream *s)
@@ -686,7 +378,7 @@ void stream_flow_check(struct stream *s)
 		return;
 	}
 	if ((s->held & SUSPEND_LAG) && lag <= r->low_water)
-		latch(s, SUSPEND_LAG, false);
+		stream_latch(s, SUSPEND_LAG, false);
 	if (s->held & SUSPEND_MEM) {
 		uint64_t lim = retain_limit(s);
 
@@ -695,7 +387,7 @@ void stream_flow_check(struct stream *s)
 		 * iov points into the buffer; append shrinks it.) */
 		discard_to(s, lim < s->end ? lim : s->end);
 		if (lag <= r->low_water || r->mem_used <= r->budget)
-			latch(s, SUSPEND_MEM, false);
+			stream_latch(s, SUSPEND_MEM, false);
 	}
 }
 
@@ -724,7 +416,7 @@ int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
 		router_queue_ready(s->r, rd);
 	stream_flow_check(s);
 	if (stream_lag(s) > s->r->window && !s->complete)
-		latch(s, SUSPEND_LAG, true);
+		stream_latch(s, SUSPEND_LAG, true);
 	*out = rd;
 	return 0;
 }

@@ -143,7 +143,8 @@ uint64_t stream_store_evictable(const struct stream *s);
 /* A merged view stored by reference (store ops append_ref and
  * disk_bytes): it counts its files' bytes, not its size, and a job's or
  * the spool's cap does not pick it: it follows its ranks' evictions
- * (mrec_follow()); its own per-stream cap still cuts it. */
+ * (mrec_follow()); its own per-stream cap still cuts it, and the
+ * per-owner cap as a last resort (user_cap()). */
 bool stream_store_by_ref(const struct stream *s);
 /* The view's store no longer holds [store_start, @to) (a merged view
  * stored by reference whose ranks evicted): counted as dropped where the
@@ -155,6 +156,25 @@ int stream_ring_iov(const struct stream *s, uint64_t so, size_t len,
 /* Store the waiting batches, retry every full store (router_run_timers()
  * and the store timer). */
 void stream_store_retry(router_t *r);
+
+/* Within the stream (router/stream.c and its store, stream_store.c). */
+/* Set or clear @reason of @s's latch; the flow callback on a change. */
+void stream_latch(struct stream *s, unsigned reason, bool on);
+/* The store takes every byte from here on (it has not failed). */
+bool stream_store_live(const struct stream *s);
+/* Write [stored, end) from the ring to the store (opened on first use);
+ * what cannot go yet waits on the timer (r->store_wait). */
+void stream_store_sync(struct stream *s);
+/* What the store holds changed by @delta bytes: the stream's, job's,
+ * owner's and total counts. */
+void stream_store_account(struct stream *s, int64_t delta);
+/* The store is gone: nothing counted for it any more. */
+void stream_store_uncharge(struct stream *s);
+/* Off r->store_wait / r->store_lazy (idempotent). */
+void stream_store_unwait(struct stream *s);
+void stream_lazy_unlink(struct stream *s);
+/* The store timer, armed (a batch or a full store waits). */
+void stream_store_timer_arm(router_t *r);
 
 int stream_reader_attach(struct stream *s, router_job_t *job, unsigned flags,
 			 void (*ready)(void *), void *cbdata,
