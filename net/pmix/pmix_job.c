@@ -79,7 +79,18 @@ void ps_job_free(struct ps_job *job)
 		free(rk);
 	}
 	free(job->ranks);
+	free(job->command);
 	free(job);
+}
+
+void ps_job_command(struct ps_job *job)
+{
+	for (size_t i = 0; job->command && i < job->nranks; i++)
+		if (job->ranks[i] && job->ranks[i]->rr) {
+			router_job_set_command(
+			    router_rank_job(job->ranks[i]->rr), job->command);
+			return;
+		}
 }
 
 /* The record of rank @id, created if needed (not registered). */
@@ -156,6 +167,8 @@ static void rank_register(struct ps_rank *rk)
 		rk->rr = NULL;
 		return;
 	}
+	if (job->command) /* the first rank published */
+		router_job_set_command(router_rank_job(rk->rr), job->command);
 	if (job->ps->prrte) { /* what PRRTE keeps from a tool (docs/pmix.md) */
 		router_job_t *rj = router_rank_job(rk->rr);
 

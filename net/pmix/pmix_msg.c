@@ -138,6 +138,9 @@ static void ps_dispatch(void *arg)
 	case PS_MSG_SIZE:
 		ps_size_answered(ps, m);
 		break;
+	case PS_MSG_ARGV:
+		ps_argv_answered(ps, m);
+		break;
 	case PS_MSG_PULLED:
 		ps_pull_answered(ps, m);
 		break;

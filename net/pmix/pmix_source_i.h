@@ -113,6 +113,9 @@ struct ps_job {
 	bool size_pending;  /* PMIX_JOB_SIZE wanted: pull after the answer */
 	bool size_asked;    /* ... and its PMIx_Get_nb was started */
 	unsigned size_wait; /* queries seen while waiting for it */
+	bool argv_pending;  /* PMIX_APP_ARGV wanted (after the size) */
+	bool argv_asked;    /* ... and its PMIx_Get_nb was started */
+	char *command;	    /* its answer, shown as the job's command: */
 	/* output that came before the size answer, delivered after it */
 	struct ps_msg *held, **held_tail;
 	bool listed; /* seen in the last namespace query */
@@ -141,7 +144,7 @@ struct pmix_source {
 	 * no push to the wildcard rank (see pmix_source_new) */
 	size_t push_max;
 	bool prrte;
-	bool size_inflight; /* a PMIx_Get_nb(PMIX_JOB_SIZE) is out */
+	bool size_inflight; /* a PMIx_Get_nb (JOB_SIZE or APP_ARGV) is out */
 	bool detached;	    /* left connected at shutdown: ignore callbacks */
 	unsigned query_ticks; /* requery ticks the current query has taken */
 	pmix_proc_t me;
@@ -160,6 +163,7 @@ enum ps_msg_kind {
 	PS_MSG_EVENT,  /* event notification */
 	PS_MSG_QUERY,  /* PMIx_Query_info_nb answer */
 	PS_MSG_SIZE,   /* PMIx_Get_nb(PMIX_JOB_SIZE) answer */
+	PS_MSG_ARGV,   /* PMIx_Get_nb(PMIX_APP_ARGV) answer (@bytes) */
 	PS_MSG_PULLED, /* PMIx_IOF_pull registration answer */
 	PS_MSG_PUSHED, /* PMIx_IOF_push completion */
 };
@@ -255,6 +259,13 @@ void ps_size_request(struct ps_job *job);
 /* No size wait any more for @job: pull it, deliver what was held. */
 void ps_size_settled(struct ps_job *job);
 void ps_size_answered(pmix_source_t *ps, struct ps_msg *m);
+/* @job's command line (PMIX_APP_ARGV of its first app) came: kept, and
+ * shown once the job is published (ps_job_command()). */
+void ps_argv_answered(pmix_source_t *ps, struct ps_msg *m);
+
+/* pmix_job.c: @job's command, onto its router job if it has one (the
+ * first rank published puts it there otherwise). */
+void ps_job_command(struct ps_job *job);
 
 /* pmix_pull.c (loop thread) */
 void ps_pull_all_start(pmix_source_t *ps);

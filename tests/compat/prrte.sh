@@ -97,6 +97,8 @@ for np in 1 3 8; do
 	done
 	assert_eq "$J merged line count" "$total" "$(wc -l <"$T/merged")"
 	assert_eq "$J merged_dropped_bytes" 0 "$(info_get "$MNT/$J/info" merged_dropped_bytes)"
+	# the command line PRRTE registered (PMIX_APP_ARGV of app 0)
+	assert_eq "$J command" "$T/out.sh" "$(info_get "$MNT/$J/info" command)"
 	log "ok: -n $np output exact from the first line ($J)"
 done
 

@@ -62,6 +62,9 @@ st=$(info_get "$MNT/ns1/info" exit_status)
 [ "$st" -ge 10 ] && [ "$st" -le 13 ] || fail "job exit_status $st, want a rank's (10-13)"
 assert_eq "job ranks" 4 "$(info_get "$MNT/ns1/info" ranks)"
 assert_eq "job_size" 4 "$(info_get "$MNT/ns1/info" job_size)"
+# the job's command line, from the server's PMIX_APP_ARGV (as PRRTE gives it)
+assert_eq "job command" "sh $T/rank.sh" "$(info_get "$MNT/ns1/info" command)"
+assert_eq "rank 2 command" "sh $T/rank.sh" "$(info_get "$MNT/ns1/2/info" command)"
 
 # merged views: each rank's lines, tagged, in order, exactly once; the
 # unterminated last line ends with "\n" there

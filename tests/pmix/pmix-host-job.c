@@ -269,8 +269,10 @@ static void notify(pmix_status_t code, const char *nspace, pmix_rank_t rank,
 int job_register(struct job *job)
 {
 	struct waiter w;
-	pmix_info_t *info;
-	size_t n = 5;
+	pmix_info_t *info, *app;
+	pmix_data_array_t apps;
+	uint32_t appnum = 0;
+	size_t n = 6;
 	char peers[MAX_RANKS * 4 + 1] = "";
 	char host_name[256] = "localhost";
 	uint32_t np = job->np;
@@ -285,6 +287,14 @@ int job_register(struct job *job)
 	PMIx_Info_load(&info[2], PMIX_UNIV_SIZE, &np, PMIX_UINT32);
 	PMIx_Info_load(&info[3], PMIX_LOCAL_PEERS, peers, PMIX_STRING);
 	PMIx_Info_load(&info[4], PMIX_HOSTNAME, host_name, PMIX_STRING);
+	/* its one app's command line, as PRRTE registers it (argv joined
+	 * by spaces, in the app's info) */
+	PMIX_INFO_CREATE(app, 2);
+	PMIx_Info_load(&app[0], PMIX_APPNUM, &appnum, PMIX_UINT32);
+	PMIx_Info_load(&app[1], PMIX_APP_ARGV, job->cmd, PMIX_STRING);
+	apps = (pmix_data_array_t){.type = PMIX_INFO, .size = 2, .array = app};
+	PMIx_Info_load(&info[5], PMIX_APP_INFO_ARRAY, &apps, PMIX_DATA_ARRAY);
+	PMIX_INFO_FREE(app, 2);
 	waiter_init(&w);
 	pmix_status_t st = PMIx_server_register_nspace(job->nspace, np, info, n,
 						       waiter_cb, &w);
