@@ -65,6 +65,9 @@ struct event_base;
 #define PS_READY_WAIT_MS 5000
 /* PRRTE's PRTE_IOF_BASE_MSG_MAX: the largest stdin push it survives. */
 #define PS_PRRTE_PUSH_MAX 4096
+/* A job's command line in info: this long at most before " [...]", as
+ * iofs-run's (PROTO_COMMAND_MAX). */
+#define PS_COMMAND_MAX 1024
 /* Re-query the server's namespaces this often. */
 #define PS_REQUERY_MS 500
 
