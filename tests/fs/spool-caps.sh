@@ -75,6 +75,28 @@ assert_eq "j: rank 1 dropped" 0 "$d1"
 merged_exact j
 [ "$(disk_kb j)" -le $((512 + 32)) ] || fail "j: $(disk_kb j) kB on disk"
 log "job cap 512K: $sb bytes kept, rank 0 dropped $d0, rank 1 every byte"
+# 2b. The same cap, a job run with --xml: its merged view is stored as it
+#     is (a second, escaped copy of the rank's bytes, which evicting the
+#     rank's file does not reach); the cap takes from it too, the largest
+#     stream first.  Before, nothing capped it: the view's files grew with
+#     the output whatever the caps (1.8 MB kept of a 1 MB job under a
+#     128 KiB cap, router-spool-caps literal_view_job_and_total_cap).
+"$IOFS_RUN" --connect "$ADDR" --nspace jx -n 1 --xml -- "$PRODUCE" -n 2M -s 4 \
+	>"$T/run-jx.out" 2>&1 &
+track $!
+wait_for 60 exited "$MNT/jx/info" || fail "job jx did not end: $(cat "$T/run-jx.out")"
+sb=$(info_get "$MNT/jx/info" spool_bytes)
+[ "$sb" -le $((512 << 10)) ] || fail "jx: spool_bytes $sb > 512K"
+[ "$(disk_kb jx)" -le $((512 + 32)) ] || fail "jx: $(disk_kb jx) kB on disk"
+dx=$(check_tail jx 0 stdout $((2 << 20)) 4)
+merged_exact jx
+mdx=$(info_get "$MNT/jx/info" merged_dropped_bytes)
+[ "$mdx" -gt 0 ] || fail "jx: the XML view lost nothing under the cap"
+# what is left is the view's tail, XML (a late reader's first element
+# may be cut: the cap cuts whole blocks, as for a rank's stream)
+tail -c 4096 "$MNT/jx/stdout" | grep -aq '</stdout>$' ||
+	fail "jx: not an XML view: $(tail -c 100 "$MNT/jx/stdout" | od -c | tail -4)"
+log "job cap 512K, --xml: $sb bytes kept ($(disk_kb jx) kB on disk), rank dropped $dx, view dropped $mdx"
 # the earlier life's capped job came back as it was
 assert_eq "s restored: dropped" "$d" "$(info_get "$MNT/s/0/info" dropped_bytes)"
 stop_daemon
