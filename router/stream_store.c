@@ -127,6 +127,19 @@ static void store_wait(struct stream *s, int err)
 	if (err == EAGAIN)
 		return;
 	if (!s->store_warned) { /* once until it resumes */
+		char note[160];
+
+		/* the log is the daemon's: the job's users learn it here */
+		if (err)
+			snprintf(note, sizeof(note),
+				 "output was held back: the spool: %s",
+				 strerror(err));
+		else
+			snprintf(note, sizeof(note),
+				 "output was held back at its owner's per-user "
+				 "spool cap (spool_max_user): readers of the "
+				 "owner's jobs kept that much unread");
+		router_job_note(s->job, note);
 		stream_name(s, name, sizeof(name));
 		router_logf(s->r, LOG_WARNING,
 			    "%s: spool write: %s: holding its producer back "

@@ -20,6 +20,8 @@ wait_for 10 info_at_least e 0 stdout_xoff 1 || fail "no XOFF on a full spool"
 n1=$(info_get "$MNT/e/0/info" stdout_bytes)
 [ "$n1" -lt $((4 << 20)) ] || fail "producer not held: $n1 bytes in"
 [ "$(job_state e)" = running ] || fail "job ended on a full spool"
+grep -qx "note: output was held back: the spool: No space left on device" "$MNT/e/info" ||
+	fail "e: the job's users are not told why: $(grep note "$MNT/e/info")"
 log "full spool: producer held at $n1 bytes ($(df --output=used -k "$SFS" | tail -1) kB used)"
 mount -o remount,size=64m "$SFS" || fail "remount"
 wait_for 60 exited "$MNT/e/info" || fail "job did not resume and end"

@@ -77,6 +77,9 @@ touch "$T/f.go"
 wait_for 30 daemon_log_has "f/0/stdout: spool write: its owner's jobs hold the per-user cap (spool_max_user)" ||
 	fail "nobody's flood was not held at its cap: f stdout_bytes $(info_get "$MNT/f/0/info" stdout_bytes), spool_bytes $(info_get "$MNT/f/0/info" spool_bytes); $(tail -5 "$T/iofs.log")"
 held f || fail "f: no XOFF counted"
+# the job's users (not only the daemon's log) learn why
+grep -qx "note: output was held back at its owner's per-user spool cap (spool_max_user): readers of the owner's jobs kept that much unread" "$MNT/f/info" ||
+	fail "f: no note in its info: $(grep note "$MNT/f/info")"
 finished $F && fail "nobody's flood ended while held back"
 victim_whole "during the attack"
 
