@@ -105,6 +105,15 @@ struct router {
 	 * owner it spares; each owner's bytes are uid_jobs[UID_STORE]. */
 	uint64_t max_user;
 	uint32_t user_exempt;
+	/* The last "held at the per-owner cap" verdict (store_user_full()):
+	 * @full_uid's bytes were @full_bytes in store retry pass @full_pass
+	 * (@store_pass, counted by stream_store_retry()).  The same owner
+	 * with the same bytes in the same pass gets it again without the
+	 * walk over its jobs' streams: a held job of 4096 ranks has 8192
+	 * streams retried each pass, and a walk each made that quadratic. */
+	uint64_t store_pass, full_pass, full_bytes;
+	uint32_t full_uid;
+	bool full_valid;
 	/* Complete jobs whose store holds bytes, in completion order: the
 	 * total cap evicts from the first. */
 	TAILQ_HEAD(, router_job) store_done;

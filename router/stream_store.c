@@ -317,6 +317,7 @@ void stream_store_retry(router_t *r)
 	struct stream *s;
 	uint64_t n = 0, todo = 0;
 
+	r->store_pass++; /* readers may have read: verdicts are stale */
 	while ((s = TAILQ_FIRST(&r->store_lazy))) {
 		stream_lazy_unlink(s);
 		stream_store_sync(s);
