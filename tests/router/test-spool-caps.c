@@ -429,6 +429,50 @@ static void user_cap_holds_back_pinned(void **state)
 	sp_free(s);
 }
 
+/* @n bytes of 60-byte lines, a..z. */
+static char *lines_of(size_t n)
+{
+	char *in = malloc(n);
+
+	assert_non_null(in);
+	for (size_t i = 0; i < n; i++)
+		in[i] = i % 60 == 59 ? '\n' : (char)('a' + i % 26);
+	return in;
+}
+
+/* @job (of one rank, @n bytes @in written to its stdout) keeps about
+ * @cap: its spool_bytes at most 1.25 cap, and what a late reader of the
+ * rank gets is its newest bytes, exact (@out: n bytes).  Returns that. */
+static size_t kept_about(router_job_t *job, size_t cap, const char *in,
+			 size_t n, char *out)
+{
+	struct router_stats st;
+	size_t got;
+
+	router_job_stats(job, &st);
+	assert_true(st.spool_bytes <= cap + cap / 4);
+	got = read_all(job, 0, ROUTER_CH_STDOUT, out, n);
+	assert_int_equal(got, n - st.dropped_bytes);
+	assert_memory_equal(out, in + st.dropped_bytes, got);
+	return got;
+}
+
+/* Job "x" of user 1: @n bytes of @in to its one rank's stdout in XML (its
+ * merged view stored as it is), the timers run after each write; never
+ * held back.  Returns the job, ended. */
+static router_job_t *xml_job(struct sp *s, const char *in, size_t n)
+{
+	h_reg(s->h, "x", 0, 1);
+	for (size_t at = 0; at < n; at += 1000) {
+		h_put(s->h, "x", 0, ROUTER_CH_STDOUT, in + at, 1000,
+		      ROUTER_DIR_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT, NULL);
+		router_run_timers(s->h->r);
+		assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
+	}
+	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
+	return router_job_lookup(s->h->r, "x");
+}
+
 /* The stuck hold (security-spool-quota under load, 1 run in 3, withdrawn
  * on 2026-12-05): a merged view that waited on the timer before its rank
  * was let go first, found its rank's bytes not stored yet and stored them
@@ -444,15 +488,13 @@ static void user_cap_view_waits_for_its_rank(void **state)
 {
 	const size_t cap = 64 * 1024, n = 512 * 1000; /* 1000 a write */
 	struct sp *s = sp_cfg((struct router_config){.store_max_user = cap});
-	char *in = malloc(n), *out = malloc(n);
+	char *in = lines_of(n), *out = malloc(n);
 	router_reader_t *pin;
 	router_job_t *job;
 	struct router_stats st;
 	size_t at = 0;
 
 	(void)state;
-	for (size_t i = 0; i < n; i++)
-		in[i] = i % 60 == 59 ? '\n' : (char)('a' + i % 26);
 	h_reg(s->h, "j", 0, 1); /* user 1 */
 	job = router_job_lookup(s->h->r, "j");
 	assert_int_equal(router_reader_open(job, 0, ROUTER_CH_STDOUT, 0, NULL,
@@ -480,11 +522,8 @@ static void user_cap_view_waits_for_its_rank(void **state)
 	assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
 	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
 	router_job_stats(job, &st);
-	assert_true(st.spool_bytes <= cap + cap / 4);
 	assert_int_equal(st.stdout_xoff, st.stdout_xon);
-	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n),
-			 n - st.dropped_bytes);
-	assert_memory_equal(out, in + st.dropped_bytes, n - st.dropped_bytes);
+	kept_about(job, cap, in, n, out);
 	free(in);
 	free(out);
 	sp_free(s);
@@ -500,28 +539,15 @@ static void user_cap_literal_view(void **state)
 {
 	const size_t cap = 64 * 1024, n = 512 * 1000;
 	struct sp *s = sp_cfg((struct router_config){.store_max_user = cap});
-	char *in = malloc(n), *out = malloc(n);
+	char *in = lines_of(n), *out = malloc(n);
 	router_job_t *job;
 	struct router_stats st;
 
 	(void)state;
-	for (size_t i = 0; i < n; i++)
-		in[i] = i % 60 == 59 ? '\n' : (char)('a' + i % 26);
-	h_reg(s->h, "x", 0, 1); /* user 1 */
-	for (size_t at = 0; at < n; at += 1000) {
-		h_put(s->h, "x", 0, ROUTER_CH_STDOUT, in + at, 1000,
-		      ROUTER_DIR_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT, NULL);
-		router_run_timers(s->h->r);
-		assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
-	}
-	router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
-	job = router_job_lookup(s->h->r, "x");
+	job = xml_job(s, in, n);
 	router_job_stats(job, &st);
-	assert_true(st.spool_bytes <= cap + cap / 4);
 	assert_true(st.merged_dropped_bytes > 0);
-	assert_int_equal(read_all(job, 0, ROUTER_CH_STDOUT, out, n),
-			 n - st.dropped_bytes);
-	assert_memory_equal(out, in + st.dropped_bytes, n - st.dropped_bytes);
+	kept_about(job, cap, in, n, out);
 	free(in);
 	free(out);
 	sp_free(s);
@@ -535,36 +561,19 @@ static void user_cap_literal_view(void **state)
 static void literal_view_job_and_total_cap(void **state)
 {
 	const size_t cap = 128 * 1024, n = 1000 * 1000;
-	char *in = malloc(n), *out = malloc(n);
+	char *in = lines_of(n), *out = malloc(n);
 	struct router_stats st;
 	router_job_t *job;
-	size_t got;
 
 	(void)state;
-	for (size_t i = 0; i < n; i++)
-		in[i] = i % 60 == 59 ? '\n' : (char)('a' + i % 26);
 	for (int total = 0; total < 2; total++) {
 		struct sp *s = total ? sp_caps(0, 0, cap) : sp_caps(0, cap, 0);
 
-		h_reg(s->h, "x", 0, 1);
-		for (size_t at = 0; at < n; at += 1000) {
-			h_put(s->h, "x", 0, ROUTER_CH_STDOUT, in + at, 1000,
-			      ROUTER_DIR_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT,
-			      NULL);
-			router_run_timers(s->h->r);
-			assert_false(s->h->fr[0].held[ROUTER_CH_STDOUT]);
-		}
-		router_rank_exit(s->h->rk[0], ROUTER_STATE_EXITED, 0);
-		job = router_job_lookup(s->h->r, "x");
+		job = xml_job(s, in, n);
 		router_job_stats(job, &st);
-		assert_true(st.spool_bytes <= cap + cap / 4);
 		assert_true(st.merged_dropped_bytes > 0);
-		/* the largest first: the rank keeps a share, its newest
-		 * bytes, exact */
-		got = read_all(job, 0, ROUTER_CH_STDOUT, out, n);
-		assert_int_equal(got, n - st.dropped_bytes);
-		assert_true(got >= cap / 4);
-		assert_memory_equal(out, in + st.dropped_bytes, got);
+		/* the largest first: the rank keeps a share */
+		assert_true(kept_about(job, cap, in, n, out) >= cap / 4);
 		sp_free(s);
 	}
 	free(in);
