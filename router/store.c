@@ -361,8 +361,9 @@ static uint64_t user_bytes(router_t *r, uint32_t uid)
 /* The per-owner cap: @writing's owner's complete jobs lose everything
  * first, oldest first, then @writing its oldest bytes, largest streams
  * first (the total cap's order within one owner's jobs), then the
- * owner's other running jobs theirs.  Never what a running job's blocking reader still needs:
- * what those keep is what holds the owner back (store_user_full()). */
+ * owner's other running jobs theirs.  Never what a running job's blocking
+ * reader still needs: what those keep is what holds the owner back
+ * (store_user_full()). */
 static void user_cap(router_t *r, router_job_t *writing)
 {
 	uint64_t goal = r->max_user - cap_slack(r->max_user), held;
