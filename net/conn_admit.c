@@ -542,7 +542,7 @@ int conn_admit_command(struct conn *c, const struct proto_frame *f)
 	if (c->command)
 		return conn_fail(c, PROTO_ERR_ORDER, "second COMMAND");
 	if (asprintf(&c->command, "%.*s%s", (int)f->msg_len, f->msg,
-		     cut ? " [...]" : "") < 0) {
+		     cut ? ROUTER_COMMAND_CUT : "") < 0) {
 		c->command = NULL;
 		return conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
 	}

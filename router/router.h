@@ -518,6 +518,9 @@ const char *router_job_note_at(const router_job_t *job, size_t i);
  * job's other commands too).  At most ROUTER_COMMAND_MAX bytes, no control
  * characters.  0, ROUTER_ERR_BAD_PARAM or -ENOMEM.  Loop thread. */
 #define ROUTER_COMMAND_MAX 1100
+/* What ends a command line its producer had to cut (each producer cuts at
+ * a whole word, well under ROUTER_COMMAND_MAX). */
+#define ROUTER_COMMAND_CUT " [...]"
 int router_job_set_command(router_job_t *job, const char *text);
 /* Its command line, "" if nobody said. */
 const char *router_job_command(const router_job_t *job);

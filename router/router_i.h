@@ -110,10 +110,10 @@ struct router {
 	 * (@store_pass, counted by stream_store_retry()).  The same owner
 	 * with the same bytes in the same pass gets it again without the
 	 * walk over its jobs' streams: a held job of 4096 ranks has 8192
-	 * streams retried each pass, and a walk each made that quadratic. */
+	 * streams retried each pass, and a walk each made that quadratic.
+	 * @full_bytes 0: no verdict yet (an owner held has bytes). */
 	uint64_t store_pass, full_pass, full_bytes;
 	uint32_t full_uid;
-	bool full_valid;
 	/* Complete jobs whose store holds bytes, in completion order: the
 	 * total cap evicts from the first. */
 	TAILQ_HEAD(, router_job) store_done;

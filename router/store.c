@@ -397,7 +397,7 @@ bool store_user_full(router_job_t *job)
 	if (!r->max_user || job->uid == r->user_exempt ||
 	    user_bytes(r, job->uid) < r->max_user)
 		return false;
-	if (r->full_valid && r->full_uid == job->uid &&
+	if (r->full_uid == job->uid &&
 	    r->full_pass == r->store_pass &&
 	    r->full_bytes == user_bytes(r, job->uid))
 		return true; /* nothing changed since it was held */
@@ -405,7 +405,6 @@ bool store_user_full(router_job_t *job)
 	if (user_bytes(r, job->uid) < r->max_user)
 		return false;
 	if (uidmap_value(&r->uid_jobs, job->uid, UID_READERS)) {
-		r->full_valid = true;
 		r->full_uid = job->uid;
 		r->full_pass = r->store_pass;
 		r->full_bytes = user_bytes(r, job->uid);

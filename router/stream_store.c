@@ -328,8 +328,7 @@ void stream_store_retry(router_t *r)
 	TAILQ_FOREACH (s, &r->store_wait, store_link)
 		todo++;
 	while (n++ < todo && (s = TAILQ_FIRST(&r->store_wait))) {
-		TAILQ_REMOVE(&r->store_wait, s, store_link);
-		s->store_full = false;
+		stream_store_unwait(s);
 		stream_store_sync(s); /* back on the list if still full */
 		if (!s->store_full)
 			store_resumed(s);

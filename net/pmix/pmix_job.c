@@ -167,8 +167,7 @@ static void rank_register(struct ps_rank *rk)
 		rk->rr = NULL;
 		return;
 	}
-	if (job->command) /* the first rank published */
-		router_job_set_command(router_rank_job(rk->rr), job->command);
+	ps_job_command(job); /* the first rank published: the job's now */
 	if (job->ps->prrte) { /* what PRRTE keeps from a tool (docs/pmix.md) */
 		router_job_t *rj = router_rank_job(rk->rr);
 

@@ -164,7 +164,7 @@ void ps_size_answered(pmix_source_t *ps, struct ps_msg *m)
 }
 
 /* @text as one line info shows: control bytes as '?', at most
- * PS_COMMAND_MAX bytes, cut at a space (" [...]" marks the cut).
+ * PS_COMMAND_MAX bytes, cut at a space (ROUTER_COMMAND_CUT marks it).
  * NULL on ENOMEM or when nothing is left. */
 static char *command_line(const char *text)
 {
@@ -181,13 +181,13 @@ static char *command_line(const char *text)
 	}
 	while (len > 0 && text[len - 1] == ' ')
 		len--;
-	if (!len || !(out = malloc(len + 7)))
+	if (!len || !(out = malloc(len + sizeof(ROUTER_COMMAND_CUT))))
 		return NULL;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)text[i];
 		out[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
 	}
-	strcpy(out + len, cut ? " [...]" : ""); /* as iofs-run's, conn_admit.c */
+	strcpy(out + len, cut ? ROUTER_COMMAND_CUT : ""); /* as iofs-run's */
 	return out;
 }
 
