@@ -243,6 +243,16 @@ int net_eof_error(int fd)
 	return 0;
 }
 
+int net_write_error(int fd, int err)
+{
+	int why;
+
+	if (err != EPIPE)
+		return err;
+	why = net_eof_error(fd);
+	return why ? why : err;
+}
+
 void net_drop_reason(int err, char *buf, size_t len)
 {
 	if (err == 0)

@@ -594,8 +594,10 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		char why[200];
-		net_drop_reason(what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR()
-						       : 0,
+		net_drop_reason(what & BEV_EVENT_ERROR
+				    ? net_write_error(bufferevent_getfd(bev),
+						      EVUTIL_SOCKET_ERROR())
+				    : 0,
 				why, sizeof(why));
 		conn_lost_log(c, why);
 	}

@@ -59,6 +59,10 @@ void net_tcp_tune(int fd);
  * errno that ended it (SO_ERROR; ENOTCONN: a TCP connection the kernel
  * ended whose error a write took first). */
 int net_eof_error(int fd);
+/* A write on @fd failed with @err: EPIPE on a TCP socket the kernel has
+ * closed (its error taken first by another call) is that closure's
+ * reason, as net_eof_error() tells it; any other @err is itself. */
+int net_write_error(int fd, int err);
 /* Start time of process @pid (/proc/PID/stat field 22, clock ticks since
  * boot), 0 if it is gone, a zombie, or unknown. */
 unsigned long long net_proc_start(int pid);

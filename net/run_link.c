@@ -727,7 +727,11 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
 		return;
-	link_drop_reason(l, what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR() : 0,
+	link_drop_reason(l,
+			 what & BEV_EVENT_ERROR
+			     ? net_write_error(bufferevent_getfd(bev),
+					       EVUTIL_SOCKET_ERROR())
+			     : 0,
 			 why, sizeof(why));
 	run_link_down(l, why);
 }
