@@ -41,15 +41,18 @@
 #define MV_WALK 128u /* records read at a time by held_from() */
 /* Header: the magic, drop_to at 8, flags at 16. */
 #define MV_HDR_FLAGS 16u
-/* Some piece with rank bytes is stored as literal bytes (XML, a rank
- * whose store failed...): the records do not say what of each rank the
- * view holds, so a restart cannot complete the view (spool_mview_cover). */
+/* Some piece with rank bytes is stored as literal bytes without saying
+ * whose (a rank whose store failed...): the records do not say what of
+ * each rank the view holds, so a restart cannot complete the view
+ * (spool_mview_cover).  Literal pieces that say it (XML) do not set it. */
 #define MV_F_LITERAL 1u
 
 struct mv_rec { /* on disk, host byte order (the spool is this host's) */
 	uint64_t moff, mlen;   /* the piece in the view */
 	uint64_t lit_off;      /* its literal prefix in <ch>.lit */
-	uint64_t roff, rlen;   /* its range of the rank's file */
+	uint64_t roff, rlen;   /* its range of the rank's file; rlen 0 and
+				* a rank: all literal, holding that rank's
+				* bytes up to roff (XML) */
 	uint64_t tag_off;      /* the line tag in <ch>.lit */
 	uint32_t plen, taglen; /* prefix and tag bytes */
 	uint32_t rank;	       /* SPOOL_NO_RANK: literal only */
@@ -348,8 +351,9 @@ ssize_t spool_mview_append_ref(struct spool_file *f,
 
 	if (!mv)
 		return -EOPNOTSUPP; /* an earlier life's plain file */
-	if (ref->nlit > 16 || ref->taglen > MV_TAG_MAX)
-		return -EINVAL;
+	if (ref->nlit > 16 || ref->taglen > MV_TAG_MAX ||
+	    (!ref->src && (ref->len || ref->taglen)))
+		return -EINVAL; /* no src: all literal (router.h) */
 	for (int i = 0; i < ref->nlit; i++) {
 		v[cnt++] = ref->lit[i];
 		len += ref->lit[i].iov_len;
@@ -678,6 +682,20 @@ uint64_t spool_mview_held_from(struct spool_file *f)
 	return mv->valid_from;
 }
 
+/* The rank whose line the view ends in, after its last record @r: its
+ * rank's; not after a literal record (XML) whose last byte ends a line. */
+static uint32_t ends_open(struct spool_file *f, const struct mv_rec *r)
+{
+	char c;
+
+	if (r->rlen || r->rank == SPOOL_NO_RANK || !r->plen)
+		return r->rlen ? r->rank : SPOOL_NO_RANK;
+	if (pread(f->mv->lfd, &c, 1, (off_t)(r->lit_off + r->plen - 1)) == 1 &&
+	    c == '\n')
+		return SPOOL_NO_RANK;
+	return r->rank;
+}
+
 int spool_mview_cover(struct spool_file *f, uint32_t *last_rank)
 {
 	struct spool_mview *mv = f->mv;
@@ -703,15 +721,14 @@ int spool_mview_cover(struct spool_file *f, uint32_t *last_rank)
 		for (size_t k = 0; k < cnt; k++) {
 			struct spool_file *rf;
 
-			if (!rs[k].rlen)
+			if (rs[k].rank == SPOOL_NO_RANK)
 				continue;
 			rf = spool_rank_find(j, f->ci, rs[k].rank);
 			if (rf && rs[k].roff + rs[k].rlen > rf->in_view)
 				rf->in_view = rs[k].roff + rs[k].rlen;
 		}
 		if (i + cnt == mv->n) /* the view ends with this piece */
-			*last_rank = rs[cnt - 1].rlen ? rs[cnt - 1].rank
-						      : SPOOL_NO_RANK;
+			*last_rank = ends_open(f, &rs[cnt - 1]);
 		i += cnt;
 	}
 	free(rs);

@@ -37,6 +37,7 @@ struct rjob {
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t uid, gid;
 	bool private_job;
+	router_directives_t dirs; /* the job's format (XML...) for the view */
 	char command[ROUTER_COMMAND_MAX + 1]; /* "" if none */
 	struct rrank *ranks;
 	size_t n, cap;
@@ -89,8 +90,8 @@ static struct rrank *rank_add(struct rjob *jb, uint32_t id)
 	return &jb->ranks[jb->n++];
 }
 
-/* `state`: uid, gid, private, command and "rank: ID STATE STATUS [STDIN_BYTES
- * STARTED ENDED]" lines.  A job without one (its storage never opened far
+/* `state`: uid, gid, private, dirs (the job's directives: SET VALUE), command
+ * and "rank: ID STATE STATUS [STDIN_BYTES STARTED ENDED]" lines.  A job without one (its storage never opened far
  * enough) or still "running" then: lost. */
 static int parse_state(struct rjob *jb, char *text)
 {
@@ -110,6 +111,11 @@ static int parse_state(struct rjob *jb, char *text)
 			jb->gid = (uint32_t)a;
 		else if (sscanf(l, "private: %llu", &a) == 1)
 			jb->private_job = a != 0;
+		else if (sscanf(l, "dirs: %llu %llu", &a, &in) == 2) {
+			jb->dirs.set = (uint32_t)a & ROUTER_DIR_KNOWN_MASK &
+				       ~(uint32_t)ROUTER_DIR_COMPLETE;
+			jb->dirs.value = (uint32_t)in & jb->dirs.set;
+		}
 		else if (!strncmp(l, "command: ", 9))
 			snprintf(jb->command, sizeof(jb->command), "%s", l + 9);
 		else if (sscanf(l, "rank: %llu %15s %d %llu %lld %lld", &a, st,
@@ -304,7 +310,8 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 {
 	struct router_rank_info info = {.pid = -1, .uid = jb->uid,
 					.gid = jb->gid,
-					.private_job = jb->private_job};
+					.private_job = jb->private_job,
+					.dirs = jb->dirs};
 	router_job_t *job;
 	size_t i;
 	int rc = 0;

@@ -71,7 +71,10 @@ struct router_rank {
 
 /* A piece of a merged view waiting to be stored (router/mrec.c): its
  * literal prefix (in the view's ring), then @rlen bytes of rank stream
- * @src from @roff with @tag after each inner newline. */
+ * @src from @roff with @tag after each inner newline.  All literal (@src
+ * NULL): @cover, if set, is the rank stream whose bytes up to @cover_end
+ * the literal bytes hold (XML escapes them), so that a restart knows what
+ * of that rank the view has (fs/spool_mview.c spool_mview_cover()). */
 #define MREC_TAG_MAX 384
 struct mrec {
 	uint64_t moff, mlen; /* where in the view, how many bytes */
@@ -79,6 +82,8 @@ struct mrec {
 	bool nl_end;	     /* the rank bytes end with a newline */
 	struct stream *src;  /* NULL: all literal */
 	uint64_t roff, rlen;
+	struct stream *cover; /* all literal: whose bytes it holds, or NULL */
+	uint64_t cover_end;   /* ... up to there */
 	uint16_t taglen;
 	char tag[MREC_TAG_MAX];
 };
@@ -188,6 +193,11 @@ bool mrec_on(const struct merged *m);
 void mrec_add(struct merged *m, uint64_t moff, const char *lit, size_t plen,
 	      struct stream *src, uint64_t roff, uint64_t rlen, bool nl_end,
 	      const char *tag, size_t taglen);
+/* A piece of @len literal bytes at view offset @moff that holds rank
+ * stream @cover's bytes up to @cover_end (escaped: XML), or no rank bytes
+ * (@cover NULL: a newline that ends another rank's line). */
+void mrec_add_lit(struct merged *m, uint64_t moff, size_t len,
+		  struct stream *cover, uint64_t cover_end);
 /* Forget the records past the view's end (an append failed). */
 void mrec_trim(struct merged *m);
 void mrec_free(struct merged *m);

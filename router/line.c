@@ -163,9 +163,15 @@ static void emit_record(struct out *w, router_rank_t *rank, int ci,
 	const char *lit = rank->job->r->scratch + o0;
 	uint64_t moff = m->s.end + o0;
 
-	if (f == FMT_XML || (alen && blen && aoff + alen != boff)) {
-		/* escaped, or not one range of the rank: as it is */
-		mrec_add(m, moff, lit, o - o0, NULL, 0, 0, false, NULL, 0);
+	if (alen && blen && aoff + alen != boff) {
+		/* not one range of the rank: as it is, and a restart cannot
+		 * tell what of the rank the view holds (NULL) */
+		mrec_add_lit(m, moff, o - o0, NULL, 0);
+		return;
+	}
+	if (f == FMT_XML) { /* escaped: as it is, holding the rank's bytes */
+		mrec_add_lit(m, moff, o - o0, alen + blen ? src : NULL,
+			     blen ? boff + blen : aoff + alen);
 		return;
 	}
 	if (f != FMT_PLAIN) /* the tag of the lines that follow */
@@ -406,9 +412,8 @@ int line_flush(router_rank_t *rank, int ci, bool final)
 			if (rc == 0) {
 				r->scratch[w.o++] = '\n';
 				if (mrec_on(w.m))
-					mrec_add(w.m, w.m->s.end + w.o - 1,
-						 "\n", 1, NULL, 0, 0, false,
-						 NULL, 0);
+					mrec_add_lit(w.m, w.m->s.end + w.o - 1,
+						     1, NULL, 0);
 			}
 		}
 		if (w.m->open == ls)

@@ -71,6 +71,51 @@ static void set_body(struct mrec *rc, struct stream *src, uint64_t roff,
 	memcpy(rc->tag, tag, taglen);
 }
 
+/* A new record at the end, or NULL (then everything goes as it is). */
+static struct mrec *rec_push(struct merged *m)
+{
+	struct mrec *rc = rec_new(m);
+
+	if (!rc) { /* stored as they are, from the ring */
+		m->noref = true;
+		mrec_free(m);
+	}
+	return rc;
+}
+
+static void set_lit(struct mrec *rc, uint64_t moff, size_t len,
+		    struct stream *cover, uint64_t cover_end)
+{
+	rc->moff = moff;
+	rc->mlen = rc->plen = (uint32_t)len;
+	rc->src = NULL;
+	rc->cover = cover;
+	rc->cover_end = cover_end;
+}
+
+void mrec_add_lit(struct merged *m, uint64_t moff, size_t len,
+		  struct stream *cover, uint64_t cover_end)
+{
+	struct mrec *last = m->nrec > m->rhead ? &m->recs[m->nrec - 1] : NULL;
+
+	if (!mrec_on(m)) {
+		mrec_free(m);
+		return;
+	}
+	/* one literal record holds one rank's bytes, so that it can say
+	 * which */
+	if (last && !last->src && last->cover == cover &&
+	    last->moff + last->mlen == moff && last->mlen + len < MREC_BODY_MAX) {
+		last->plen += (uint32_t)len;
+		last->mlen += len;
+		if (cover && cover_end > last->cover_end)
+			last->cover_end = cover_end;
+		return;
+	}
+	if ((last = rec_push(m)))
+		set_lit(last, moff, len, cover, cover_end);
+}
+
 void mrec_add(struct merged *m, uint64_t moff, const char *lit, size_t plen,
 	      struct stream *src, uint64_t roff, uint64_t rlen, bool nl_end,
 	      const char *tag, size_t taglen)
@@ -78,29 +123,25 @@ void mrec_add(struct merged *m, uint64_t moff, const char *lit, size_t plen,
 	struct mrec *last = m->nrec > m->rhead ? &m->recs[m->nrec - 1] : NULL;
 	struct mrec *rc;
 
+	if (!rlen || taglen > MREC_TAG_MAX) { /* all literal */
+		mrec_add_lit(m, moff, plen + rlen, rlen ? src : NULL,
+			     roff + rlen);
+		return;
+	}
 	if (!mrec_on(m)) {
 		mrec_free(m);
 		return;
 	}
-	if (!rlen || taglen > MREC_TAG_MAX)
-		src = NULL; /* all literal */
 	if (last && last->moff + last->mlen == moff &&
 	    last->mlen + plen + rlen < MREC_BODY_MAX) {
-		if (!last->src) { /* after literal bytes: one prefix */
+		if (!last->src && !last->cover) { /* after literal bytes */
 			last->plen += (uint32_t)plen;
-			last->mlen += plen + (src ? rlen : 0);
-			if (src)
-				set_body(last, src, roff, rlen, nl_end, tag,
-					 taglen);
-			if (src || !rlen)
-				return;
-			last->plen += (uint32_t)rlen; /* rank bytes as such */
-			last->mlen += rlen;
+			last->mlen += plen + rlen;
+			set_body(last, src, roff, rlen, nl_end, tag, taglen);
 			return;
 		}
 		/* The same rank's next bytes, its tag in front (or none). */
-		if (src && last->src == src &&
-		    last->roff + last->rlen == roff &&
+		if (last->src == src && last->roff + last->rlen == roff &&
 		    plen == (last->nl_end ? last->taglen : 0) &&
 		    (!plen || !memcmp(lit, last->tag, plen))) {
 			last->rlen += rlen;
@@ -109,20 +150,13 @@ void mrec_add(struct merged *m, uint64_t moff, const char *lit, size_t plen,
 			return;
 		}
 	}
-	rc = rec_new(m);
-	if (!rc) { /* stored as they are, from the ring */
-		m->noref = true;
-		mrec_free(m);
+	if (!(rc = rec_push(m)))
 		return;
-	}
 	rc->moff = moff;
 	rc->plen = (uint32_t)plen;
 	rc->mlen = plen + rlen;
-	rc->src = NULL;
-	if (src)
-		set_body(rc, src, roff, rlen, nl_end, tag, taglen);
-	else
-		rc->plen += (uint32_t)rlen;
+	rc->cover = NULL;
+	set_body(rc, src, roff, rlen, nl_end, tag, taglen);
 }
 
 void mrec_trim(struct merged *m)
@@ -131,9 +165,15 @@ void mrec_trim(struct merged *m)
 		m->nrec--;
 }
 
-/* The record's bytes from @at on are stored as they are. */
+/* The record's bytes from @at on are stored as they are: a reference
+ * that becomes literal still holds its rank's bytes up to its end (but
+ * says nothing of a rank whose store failed: no file to complete from). */
 static void rec_literal_from(struct mrec *rc, uint64_t at)
 {
+	if (rc->src) {
+		rc->cover = rc->src->store_failed ? NULL : rc->src;
+		rc->cover_end = rc->roff + rc->rlen;
+	}
 	rc->mlen = rc->moff + rc->mlen - at;
 	rc->moff = at;
 	rc->plen = (uint32_t)rc->mlen;
@@ -160,6 +200,29 @@ static bool ref_ok(const struct mrec *rc)
 	return src && src->store && !src->store_failed &&
 	       src->stored >= rc->roff + rc->rlen &&
 	       src->store_start <= rc->roff;
+}
+
+/* Literal record @rc (from s.stored on) with the rank bytes it holds
+ * (append_ref without a reference): all of it, or -errno. */
+static ssize_t write_covered(struct merged *m, struct mrec *rc)
+{
+	struct stream *s = &m->s;
+	struct iovec iov[2];
+	struct router_store_ref ref = {
+	    .lit = iov,
+	    .rank = rc->cover->rank,
+	    .off = rc->cover_end,
+	    .size = rc->moff + rc->mlen - s->stored,
+	};
+	ssize_t w;
+
+	ref.nlit = stream_ring_iov(s, s->stored, (size_t)ref.size, iov);
+	w = s->r->store->append_ref(s->store, &ref);
+	if (w == (ssize_t)ref.size)
+		m->rhead++;
+	else if (w >= 0)
+		w = -EIO; /* all or nothing */
+	return w;
 }
 
 ssize_t mrec_write(struct merged *m)
@@ -214,6 +277,12 @@ ssize_t mrec_write(struct merged *m)
 		}
 		rec_literal_from(rc, s->stored);
 		lim = rc->moff + rc->mlen;
+		if (rc->cover && mrec_on(m)) {
+			w = write_covered(m, rc);
+			if (w != -EOPNOTSUPP)
+				return w;
+			m->noref = true;
+		}
 	}
 	w = ops->append(s->store, iov,
 			stream_ring_iov(s, s->stored,

@@ -206,7 +206,9 @@ struct router_store_ops {
  * the rank's bytes [@off, @off + @len) of its stream's store @src, with
  * @tag inserted after every newline in them except one at their very end.
  * @size = the literal prefix + @len + the inserted tags: the piece's bytes
- * in the view.
+ * in the view.  @src NULL (@len and @taglen 0): the piece is all literal
+ * and holds rank @rank's bytes up to its offset @off (XML escapes them),
+ * so that a restart knows what of that rank the view has.
  */
 struct router_store_ref {
 	const struct iovec *lit;

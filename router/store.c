@@ -79,8 +79,10 @@ void job_state_save(router_job_t *job)
 		return;
 	}
 	len = snprintf(text, cap, "uid: %" PRIu32 "\ngid: %" PRIu32
-			     "\nprivate: %d\ncommand: %s\nstate: %s\n",
+			     "\nprivate: %d\ndirs: %" PRIu32 " %" PRIu32
+			     "\ncommand: %s\nstate: %s\n",
 		       job->uid, job->gid, job->private_job ? 1 : 0,
+		       job->dirs.set, job->dirs.value & job->dirs.set,
 		       router_job_command(job),
 		       !job->complete	? "running"
 		       : job->any_lost	? "lost"

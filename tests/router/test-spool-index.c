@@ -27,20 +27,28 @@ static uint32_t rnd(uint64_t *s)
 	return (uint32_t)(*s >> 33);
 }
 
-static void reg_all(struct h *h, const char *ns, uint32_t n,
-		    router_rank_t **rk)
+/* @n ranks of job @ns, registered with directives @dirs (the job's). */
+static void reg_dirs(struct h *h, const char *ns, uint32_t n,
+		     router_rank_t **rk, uint32_t dirs)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		router_proc_t p;
 		struct router_rank_info info = {.pid = 100 + i, .host = "n",
 						.uid = 1, .gid = 2,
-						.job_size = n};
+						.job_size = n,
+						.dirs = {dirs, dirs}};
 
 		assert_int_equal(router_proc_set(&p, ns, i), 0);
 		assert_int_equal(router_rank_register(h->r, &p, &info, &h_ops,
 						      &h->fr[i & 7], &rk[i]),
 				 0);
 	}
+}
+
+static void reg_all(struct h *h, const char *ns, uint32_t n,
+		    router_rank_t **rk)
+{
+	reg_dirs(h, ns, n, rk, 0);
 }
 
 /* The same output into every router of @hs (@nh of them), same clock. */
@@ -513,6 +521,143 @@ static void index_killed_before_view(void **state)
 	free(s);
 }
 
+/* index_killed_xml's daemon: killed_random's pieces as XML, with bytes
+ * that are escaped (&, <, ", control bytes). */
+static int killed_xml(struct sp *s)
+{
+	static const char odd[] = "&<>\"\t\x01\x7f";
+	router_rank_t *rk[5];
+	uint64_t x = 11;
+	char buf[400];
+
+	reg_dirs(s->h, "kx", 5, rk, ROUTER_DIR_XML_OUTPUT);
+	for (int step = 0; step < 2000; step++) {
+		uint32_t r = rnd(&x) % 5;
+		size_t len = 1 + rnd(&x) % 300;
+
+		for (size_t k = 0; k < len; k++) {
+			uint32_t c = rnd(&x) % 60;
+			buf[k] = c == 0 ? '\n'
+				 : c < 4 ? odd[rnd(&x) % (sizeof(odd) - 1)]
+					 : (char)('a' + rnd(&x) % 26);
+		}
+		h_put(s->h, "kx", r, ROUTER_CH_STDOUT, buf, len,
+		      ROUTER_DIR_XML_OUTPUT, ROUTER_DIR_XML_OUTPUT, NULL);
+		s->h->now += step % 50 ? 1000 : 150000000ull;
+		if (step % 50 == 0)
+			router_run_timers(s->h->r);
+	}
+	return 0;
+}
+
+/* Text @p of an XML element (up to '<'), unescaped onto @out at *@o;
+ * the bytes of @p it took. */
+static size_t xml_text(const char *p, size_t n, char *out, size_t *o)
+{
+	static const struct { const char *e; char c; } ents[] = {
+	    {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}};
+	size_t i = 0;
+
+	while (i < n && p[i] != '<') {
+		size_t k;
+
+		if (p[i] != '&') {
+			out[(*o)++] = p[i++];
+			continue;
+		}
+		for (k = 0; k < 4; k++) {
+			size_t el = strlen(ents[k].e);
+			if (i + el <= n && !memcmp(p + i, ents[k].e, el)) {
+				out[(*o)++] = ents[k].c;
+				i += el;
+				break;
+			}
+		}
+		if (k < 4)
+			continue;
+		assert_true(i + 6 <= n && p[i + 1] == '#' && p[i + 5] == ';');
+		out[(*o)++] = (char)atoi(p + i + 2);
+		i += 6;
+	}
+	return i;
+}
+
+/* Rank @r's bytes rebuilt from an XML stdout view of job @ns (every
+ * element whole, "cont" exactly on the elements that continue a line the
+ * rank had not ended); *@len its bytes. */
+static char *unmerge_xml(const char *v, size_t n, const char *ns, uint32_t r,
+			 size_t *len)
+{
+	char *out = malloc(n + 1), head[96], cont[96];
+	size_t o = 0, hl, cl;
+
+	assert_non_null(out);
+	hl = (size_t)snprintf(head, sizeof(head),
+			      "<stdout nspace=\"%s\" rank=\"%u\">", ns, r);
+	cl = (size_t)snprintf(cont, sizeof(cont),
+			      "<stdout nspace=\"%s\" rank=\"%u\" cont=\"1\">",
+			      ns, r);
+	for (size_t i = 0; i < n;) {
+		const char *end = memmem(v + i, n - i, "</stdout>\n", 10);
+		size_t e;
+
+		assert_non_null(end); /* every element whole */
+		e = (size_t)(end - v);
+		assert_true(!memcmp(v + i, "<stdout nspace=", 15));
+		if (e - i >= cl && !memcmp(v + i, cont, cl)) {
+			assert_true(o && out[o - 1] != '\n');
+			assert_int_equal(xml_text(v + i + cl, e - i - cl, out, &o),
+					 e - i - cl);
+		} else if (e - i >= hl && !memcmp(v + i, head, hl)) {
+			assert_true(!o || out[o - 1] == '\n');
+			assert_int_equal(xml_text(v + i + hl, e - i - hl, out, &o),
+					 e - i - hl);
+		}
+		i = e + 10;
+	}
+	*len = o;
+	return out;
+}
+
+/*
+ * The same kill of a job whose view is XML: its pieces are literal
+ * (escaped) bytes, each record saying whose bytes up to where it holds.
+ * The restart completes it in XML (the job's directives are in its
+ * `state`): each rank's bytes exactly once, every element whole, "cont"
+ * where a line goes on.  Before, the view lacked what the daemon had not
+ * stored of it, and a refeed would have been tagged text.
+ */
+static void index_killed_xml(void **state)
+{
+	struct sp *s = sp_caps(0, 0, 0);
+	char *view, *want, *got;
+	size_t vlen, wlen, glen, total = 0;
+	spool_t *sp2;
+	struct h *h2;
+	router_job_t *job;
+
+	(void)state;
+	view = killed_view(s, killed_xml, "kx", &h2, &sp2, &job, &vlen);
+	for (uint32_t r = 0; r < 5; r++) {
+		want = malloc(1u << 20);
+		assert_non_null(want);
+		wlen = read_all(job, r, ROUTER_CH_STDOUT, want, 1u << 20);
+		assert_true(wlen > 10000);
+		got = unmerge_xml(view, vlen, "kx", r, &glen);
+		assert_int_equal(glen, wlen);
+		assert_memory_equal(got, want, wlen);
+		total += wlen;
+		free(got);
+		free(want);
+	}
+	assert_true(vlen > total);
+	free(view);
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -525,6 +670,7 @@ int main(void)
 	    cmocka_unit_test(index_is_small),
 	    cmocka_unit_test(index_killed_restart),
 	    cmocka_unit_test(index_killed_before_view),
+	    cmocka_unit_test(index_killed_xml),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
