@@ -57,14 +57,15 @@ void store_state_flush(router_t *r)
 	}
 }
 
-/* "state:" then every rank: "rank: ID STATE STATUS STDIN_BYTES STARTED
- * ENDED" (a running job's running ranks are what a restarted daemon waits
- * for; the last three, wall clock seconds for the times, are for its info
- * and were not there before 2026-12-06). */
+/* uid, gid, private, dirs, command, "state:" then every rank: "rank: ID
+ * STATE STATUS STDIN_BYTES STARTED ENDED" (a running job's running ranks
+ * are what a restarted daemon waits for; the last three, wall clock
+ * seconds for the times, are for its info and were not there before
+ * 2026-12-06, nor dirs before 2026-12-07). */
 void job_state_save(router_job_t *job)
 {
 	router_t *r = job->r;
-	size_t cap = 4 * STATE_LINE_MAX + ROUTER_COMMAND_MAX +
+	size_t cap = 5 * STATE_LINE_MAX + ROUTER_COMMAND_MAX +
 		     job->nranks * STATE_LINE_MAX;
 	char *text;
 	int len;
