@@ -61,7 +61,8 @@ void store_state_flush(router_t *r)
  * STATE STATUS STDIN_BYTES STARTED ENDED" (a running job's running ranks
  * are what a restarted daemon waits for; the last three, wall clock
  * seconds for the times, are for its info and were not there before
- * 2026-12-06, nor dirs before 2026-12-07). */
+ * 2026-12-06, nor dirs before this session: older spools restore
+ * without it). */
 void job_state_save(router_job_t *job)
 {
 	router_t *r = job->r;
