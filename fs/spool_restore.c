@@ -30,6 +30,8 @@ struct rrank {
 	int status;
 	uint64_t stdin_bytes; /* these three: 0 if the line had none */
 	int64_t started, ended;
+	int64_t pid;  /* -1 if the line had none */
+	char host[128]; /* "" if none */
 	router_rank_t *rk;
 };
 
@@ -37,6 +39,7 @@ struct rjob {
 	char nspace[ROUTER_NSPACE_MAX + 1];
 	uint32_t uid, gid;
 	bool private_job;
+	uint32_t job_size;	  /* 0 = unknown */
 	router_directives_t dirs; /* the job's format (XML...) for the view */
 	char command[ROUTER_COMMAND_MAX + 1]; /* "" if none */
 	struct rrank *ranks;
@@ -86,12 +89,13 @@ static struct rrank *rank_add(struct rjob *jb, uint32_t id)
 	}
 	/* Not in `state` (registered after it was written): running. */
 	jb->ranks[jb->n] = (struct rrank){
-	    .id = id, .state = ROUTER_STATE_LOST, .running = true};
+	    .id = id, .state = ROUTER_STATE_LOST, .running = true, .pid = -1};
 	return &jb->ranks[jb->n++];
 }
 
-/* `state`: uid, gid, private, dirs (the job's directives: SET VALUE), command
- * and "rank: ID STATE STATUS [STDIN_BYTES STARTED ENDED]" lines.  A job without one (its storage never opened far
+/* `state`: uid, gid, private, size, dirs (the job's directives: SET VALUE),
+ * command and "rank: ID STATE STATUS [STDIN_BYTES STARTED ENDED PID HOST]"
+ * lines (router/store.c job_state_save()).  A job without one (its storage never opened far
  * enough) or still "running" then: lost. */
 static int parse_state(struct rjob *jb, char *text)
 {
@@ -100,8 +104,8 @@ static int parse_state(struct rjob *jb, char *text)
 	for (char *l = strtok_r(text, "\n", &save); l;
 	     l = strtok_r(NULL, "\n", &save)) {
 		unsigned long long a, in = 0;
-		long long t0 = 0, t1 = 0;
-		char st[16];
+		long long t0 = 0, t1 = 0, pid = -1;
+		char st[16], host[128] = "";
 		int status;
 		struct rrank *rr;
 
@@ -111,6 +115,8 @@ static int parse_state(struct rjob *jb, char *text)
 			jb->gid = (uint32_t)a;
 		else if (sscanf(l, "private: %llu", &a) == 1)
 			jb->private_job = a != 0;
+		else if (sscanf(l, "size: %llu", &a) == 1 && a <= UINT32_MAX)
+			jb->job_size = (uint32_t)a;
 		else if (sscanf(l, "dirs: %llu %llu", &a, &in) == 2) {
 			jb->dirs.set = (uint32_t)a & ROUTER_DIR_KNOWN_MASK &
 				       ~(uint32_t)ROUTER_DIR_COMPLETE;
@@ -118,8 +124,9 @@ static int parse_state(struct rjob *jb, char *text)
 		}
 		else if (!strncmp(l, "command: ", 9))
 			snprintf(jb->command, sizeof(jb->command), "%s", l + 9);
-		else if (sscanf(l, "rank: %llu %15s %d %llu %lld %lld", &a, st,
-				&status, &in, &t0, &t1) >= 3 &&
+		else if (sscanf(l, "rank: %llu %15s %d %llu %lld %lld %lld %127s",
+				&a, st, &status, &in, &t0, &t1, &pid,
+				host) >= 3 &&
 			 a <= ROUTER_RANK_MAX) {
 			rr = rank_add(jb, (uint32_t)a);
 			if (!rr)
@@ -131,6 +138,10 @@ static int parse_state(struct rjob *jb, char *text)
 			rr->stdin_bytes = in;
 			rr->started = t0 > 0 ? t0 : 0;
 			rr->ended = t1 > 0 ? t1 : 0;
+			rr->pid = pid > 0 ? pid : -1;
+			if (strcmp(host, "-") &&
+			    router_text_valid(host, strlen(host)))
+				snprintf(rr->host, sizeof(rr->host), "%s", host);
 		}
 	}
 	return 0;
@@ -311,6 +322,7 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 	struct router_rank_info info = {.pid = -1, .uid = jb->uid,
 					.gid = jb->gid,
 					.private_job = jb->private_job,
+					.job_size = jb->job_size,
 					.dirs = jb->dirs};
 	router_job_t *job;
 	size_t i;
@@ -320,6 +332,8 @@ static int restore_into(router_t *r, struct spool_job *j, struct rjob *jb,
 		router_proc_t p;
 
 		rc = router_proc_set(&p, jb->nspace, jb->ranks[i].id);
+		info.pid = jb->ranks[i].pid;
+		info.host = jb->ranks[i].host;
 		if (rc == 0)
 			rc = router_rank_register(r, &p, &info, NULL, NULL,
 						  &jb->ranks[i].rk);

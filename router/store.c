@@ -16,6 +16,7 @@
 
 /* "rank: 4294967294 running -2147483648 STDIN STARTED ENDED\n" */
 #define STATE_LINE_MAX 128
+#define STATE_HOST_MAX 128 /* a rank line's host, its space and newline */
 #define STATE_DELAY_MS 250 /* a running job's state: one write a period */
 
 void job_state_mark(router_job_t *job)
@@ -57,17 +58,30 @@ void store_state_flush(router_t *r)
 	}
 }
 
-/* uid, gid, private, dirs, command, "state:" then every rank: "rank: ID
- * STATE STATUS STDIN_BYTES STARTED ENDED" (a running job's running ranks
- * are what a restarted daemon waits for; the last three, wall clock
- * seconds for the times, are for its info and were not there before
- * 2026-12-06, nor dirs before this session: older spools restore
- * without it). */
+/* uid, gid, private, size, dirs, command, "state:" then every rank:
+ * "rank: ID STATE STATUS STDIN_BYTES STARTED ENDED PID HOST" (a running
+ * job's running ranks are what a restarted daemon waits for; the rest,
+ * wall clock seconds for the times, is for its info: older spools have
+ * no size, dirs, nor the fields after STATUS, and restore without). */
+/* @host as one word of a rank line: "-" for none, or one that is too
+ * long or not a plain name (docs/design.md, "Restart"). */
+static const char *state_host(const char *host)
+{
+	size_t n = strlen(host);
+
+	if (!n || n > STATE_HOST_MAX - 2)
+		return "-";
+	for (size_t i = 0; i < n; i++)
+		if (host[i] <= ' ' || host[i] == 0x7f)
+			return "-";
+	return host;
+}
+
 void job_state_save(router_job_t *job)
 {
 	router_t *r = job->r;
-	size_t cap = 5 * STATE_LINE_MAX + ROUTER_COMMAND_MAX +
-		     job->nranks * STATE_LINE_MAX;
+	size_t cap = 6 * STATE_LINE_MAX + ROUTER_COMMAND_MAX +
+		     job->nranks * (STATE_LINE_MAX + STATE_HOST_MAX);
 	char *text;
 	int len;
 
@@ -81,10 +95,11 @@ void job_state_save(router_job_t *job)
 		return;
 	}
 	len = snprintf(text, cap, "uid: %" PRIu32 "\ngid: %" PRIu32
-			     "\nprivate: %d\ndirs: %" PRIu32 " %" PRIu32
-			     "\ncommand: %s\nstate: %s\n",
+			     "\nprivate: %d\nsize: %" PRIu32 "\ndirs: %" PRIu32
+			     " %" PRIu32 "\ncommand: %s\nstate: %s\n",
 		       job->uid, job->gid, job->private_job ? 1 : 0,
-		       job->dirs.set, job->dirs.value & job->dirs.set,
+		       job->job_size, job->dirs.set,
+		       job->dirs.value & job->dirs.set,
 		       router_job_command(job),
 		       !job->complete	? "running"
 		       : job->any_lost	? "lost"
@@ -94,11 +109,12 @@ void job_state_save(router_job_t *job)
 
 		len += snprintf(text + len, cap - (size_t)len,
 				"rank: %" PRIu32 " %s %d %" PRIu64 " %" PRId64
-				" %" PRId64 "\n",
+				" %" PRId64 " %" PRId64 " %s\n",
 				rk->id, router_state_name(rk->state),
 				rk->exit_status, rk->stdin_bytes, rk->started,
 				rk->state == ROUTER_STATE_RUNNING ? 0
-								  : rk->ended);
+								  : rk->ended,
+				rk->pid, state_host(rk->host));
 	}
 	r->store->job_state(job->store, text, (size_t)len);
 	free(text);

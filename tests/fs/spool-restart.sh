@@ -14,15 +14,20 @@ start_daemon -o spool="$SP"
 # 1. A finished job survives a clean stop.
 run_job a 3 sh -c "$PRODUCE -l -n 300K -s \$IOFS_RANK; [ \$IOFS_RANK != 2 ] || exit 3"
 wait_for 30 exited "$MNT/a/info" || fail "job a did not end"
-# ... with its stdin count, its times and command line (info: started,
-# ended, command)
+# ... with its stdin count, its times, command line, size, pid and host
+# (info: started, ended, command, job_size, pid, host)
 t0=$(date +%s)
 run_job st 1 wc -c
 head -c 12345 /dev/zero >"$MNT/st/0/stdin"
 wait_for 30 exited "$MNT/st/info" || fail "job st did not end"
 assert_eq "st: what the rank read" 12345 "$(timeout 10 cat "$MNT/st/0/stdout")"
-hist() { grep -E '^(started|ended|stdin_bytes|command):' "$MNT/st/info" "$MNT/st/0/info"; }
+hist() { grep -E '^(started|ended|stdin_bytes|command|job_size|pid|host):' "$MNT/st/info" "$MNT/st/0/info"; }
 hist0=$(hist)
+# ... its size, and its rank's pid and host (before: job_size 0, pid -1
+# and no host after a restart)
+assert_eq "st: job_size" 1 "$(info_get "$MNT/st/info" job_size)"
+[ "$(info_get "$MNT/st/0/info" pid)" -gt 0 ] || fail "st: no pid: $(hist)"
+assert_eq "st: host" "$(hostname)" "$(info_get "$MNT/st/0/info" host)"
 assert_eq "st: stdin_bytes" 12345 "$(info_get "$MNT/st/info" stdin_bytes)"
 assert_eq "st: command" "wc -c" "$(info_get "$MNT/st/info" command)"
 for k in started ended; do
