@@ -431,6 +431,43 @@ static int killed_random(struct sp *s)
 	return 0;
 }
 
+static char *unmerge_xml(const char *v, size_t n, const char *ns, uint32_t r,
+			 size_t *len);
+
+/* Run @daemon killed (killed_view): the restarted view of job @ns (tagged
+ * text, or XML with @xml) holds each of its 5 ranks' bytes exactly once. */
+static void killed_check(int (*daemon)(struct sp *s), const char *ns,
+			 bool xml)
+{
+	struct sp *s = sp_caps(0, 0, 0);
+	char *view, *want, *got;
+	size_t vlen, wlen, glen, total = 0;
+	spool_t *sp2;
+	struct h *h2;
+	router_job_t *job;
+
+	view = killed_view(s, daemon, ns, &h2, &sp2, &job, &vlen);
+	for (uint32_t r = 0; r < 5; r++) {
+		want = malloc(1u << 20);
+		assert_non_null(want);
+		wlen = read_all(job, r, ROUTER_CH_STDOUT, want, 1u << 20);
+		assert_true(wlen > 10000);
+		got = xml ? unmerge_xml(view, vlen, ns, r, &glen)
+			  : unmerge(view, vlen, ns, r, want, wlen, &glen);
+		assert_int_equal(glen, wlen);
+		assert_memory_equal(got, want, wlen);
+		total += wlen;
+		free(got);
+		free(want);
+	}
+	assert_true(vlen > total);
+	free(view);
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(s->dir, 1);
+	free(s);
+}
+
 /*
  * A daemon killed in the middle (a child process that _exit()s with its
  * view's last batch unstored and partial lines held): the restarted router
@@ -441,34 +478,8 @@ static int killed_random(struct sp *s)
  */
 static void index_killed_restart(void **state)
 {
-	struct sp *s = sp_caps(0, 0, 0);
-	const uint32_t n = 5;
-	char *view, *want, *got;
-	size_t vlen, wlen, glen, refed = 0;
-	spool_t *sp2;
-	struct h *h2;
-	router_job_t *job;
-
 	(void)state;
-	view = killed_view(s, killed_random, "kd", &h2, &sp2, &job, &vlen);
-	for (uint32_t r = 0; r < n; r++) {
-		want = malloc(1u << 20);
-		assert_non_null(want);
-		wlen = read_all(job, r, ROUTER_CH_STDOUT, want, 1u << 20);
-		assert_true(wlen > 10000);
-		got = unmerge(view, vlen, "kd", r, want, wlen, &glen);
-		assert_int_equal(glen, wlen);
-		assert_memory_equal(got, want, wlen);
-		refed += wlen;
-		free(got);
-		free(want);
-	}
-	assert_true(vlen > refed);
-	free(view);
-	h_free(h2);
-	spool_free(sp2);
-	rm_tree(s->dir, 1);
-	free(s);
+	killed_check(killed_random, "kd", false);
 }
 
 /* index_killed_before_view's daemon: a line and a partial line per rank,
@@ -629,33 +640,8 @@ static char *unmerge_xml(const char *v, size_t n, const char *ns, uint32_t r,
  */
 static void index_killed_xml(void **state)
 {
-	struct sp *s = sp_caps(0, 0, 0);
-	char *view, *want, *got;
-	size_t vlen, wlen, glen, total = 0;
-	spool_t *sp2;
-	struct h *h2;
-	router_job_t *job;
-
 	(void)state;
-	view = killed_view(s, killed_xml, "kx", &h2, &sp2, &job, &vlen);
-	for (uint32_t r = 0; r < 5; r++) {
-		want = malloc(1u << 20);
-		assert_non_null(want);
-		wlen = read_all(job, r, ROUTER_CH_STDOUT, want, 1u << 20);
-		assert_true(wlen > 10000);
-		got = unmerge_xml(view, vlen, "kx", r, &glen);
-		assert_int_equal(glen, wlen);
-		assert_memory_equal(got, want, wlen);
-		total += wlen;
-		free(got);
-		free(want);
-	}
-	assert_true(vlen > total);
-	free(view);
-	h_free(h2);
-	spool_free(sp2);
-	rm_tree(s->dir, 1);
-	free(s);
+	killed_check(killed_xml, "kx", true);
 }
 
 int main(void)
