@@ -688,8 +688,10 @@ static uint32_t ends_open(struct spool_file *f, const struct mv_rec *r)
 {
 	char c;
 
-	if (r->rlen || r->rank == SPOOL_NO_RANK || !r->plen)
-		return r->rlen ? r->rank : SPOOL_NO_RANK;
+	if (r->rlen)
+		return r->rank;
+	if (r->rank == SPOOL_NO_RANK || !r->plen)
+		return SPOOL_NO_RANK;
 	if (pread(f->mv->lfd, &c, 1, (off_t)(r->lit_off + r->plen - 1)) == 1 &&
 	    c == '\n')
 		return SPOOL_NO_RANK;

@@ -202,6 +202,18 @@ static bool ref_ok(const struct mrec *rc)
 	       src->store_start <= rc->roff;
 }
 
+/* Store @ref, the record at rhead: all of it (the record done), or -errno. */
+static ssize_t put_ref(struct merged *m, const struct router_store_ref *ref)
+{
+	ssize_t w = m->s.r->store->append_ref(m->s.store, ref);
+
+	if (w == (ssize_t)ref->size)
+		m->rhead++;
+	else if (w >= 0)
+		w = -EIO; /* all or nothing */
+	return w;
+}
+
 /* Literal record @rc (from s.stored on) with the rank bytes it holds
  * (append_ref without a reference): all of it, or -errno. */
 static ssize_t write_covered(struct merged *m, struct mrec *rc)
@@ -214,15 +226,9 @@ static ssize_t write_covered(struct merged *m, struct mrec *rc)
 	    .off = rc->cover_end,
 	    .size = rc->moff + rc->mlen - s->stored,
 	};
-	ssize_t w;
 
 	ref.nlit = stream_ring_iov(s, s->stored, (size_t)ref.size, iov);
-	w = s->r->store->append_ref(s->store, &ref);
-	if (w == (ssize_t)ref.size)
-		m->rhead++;
-	else if (w >= 0)
-		w = -EIO; /* all or nothing */
-	return w;
+	return put_ref(m, &ref);
 }
 
 ssize_t mrec_write(struct merged *m)
@@ -264,16 +270,10 @@ ssize_t mrec_write(struct merged *m)
 			ref.nlit = rc->plen ? stream_ring_iov(s, rc->moff,
 							      rc->plen, iov)
 					    : 0;
-			w = ops->append_ref(s->store, &ref);
-			if (w == -EOPNOTSUPP) { /* an earlier life's file */
-				m->noref = true;
-			} else {
-				if (w == (ssize_t)rc->mlen)
-					m->rhead++;
-				else if (w >= 0)
-					w = -EIO; /* all or nothing */
+			w = put_ref(m, &ref);
+			if (w != -EOPNOTSUPP)
 				return w;
-			}
+			m->noref = true; /* an earlier life's file */
 		}
 		rec_literal_from(rc, s->stored);
 		lim = rc->moff + rc->mlen;
