@@ -293,6 +293,31 @@ static void tell_started(void)
 			strerror(errno));
 }
 
+/* A user's own daemon while the system one runs: iofs-run tries the
+ * system socket first (docs/security.md: nothing planted in /tmp can
+ * take its place), so this daemon would get no job unless told where.
+ * Say what to export, the way ssh-agent does. */
+static void tell_address(const struct daemon_options *o)
+{
+	const char *mine = NULL, *found;
+
+	if (geteuid() == 0)
+		return;
+	for (size_t i = 0; i < (o->nlisten ? o->nlisten : 1) && !mine; i++) {
+		const char *a = o->nlisten ? o->listen[i] : net_default_addr();
+
+		if (!strncmp(a, "unix:", 5))
+			mine = a;
+	}
+	found = net_default_connect_addr();
+	if (!mine || !strcmp(found, mine) || strncmp(found, "unix:/run/", 10))
+		return;
+	fprintf(stderr,
+		"iofs: iofs-run connects to the system daemon (%s) first: "
+		"for your jobs to come here, export IOFS_ADDR=%s\n",
+		found, mine);
+}
+
 static void report_ready(struct daemon *d, int *ready_fd, unsigned char st)
 {
 	int nul;
@@ -457,6 +482,7 @@ int main(int argc, char **argv)
 	iofs_logf(d.log, LOG_INFO, NULL, "mounted %s", o.mountpoint_abs);
 	if (!o.foreground)
 		tell_started();
+	tell_address(&o);
 	report_ready(&d, &ready_fd, 0);
 
 	struct loop_poll lp;
