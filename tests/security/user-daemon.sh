@@ -59,11 +59,14 @@ nobody_daemon() {
 	NB_PID=$!
 	wait_for 10 grep -q "mounted $T/nmnt" "$1" || fail "nobody's daemon did not start: $(cat "$1")"
 }
+# nobody_stop LOG: SIGTERM, as a user stops it; the daemon unmounts
 nobody_stop() {
+	local rc=0
 	kill "$NB_PID"
-	wait "$NB_PID" 2>/dev/null
+	wait "$NB_PID" 2>/dev/null || rc=$?
 	NB_PID=
-	! is_mounted "$T/nmnt" || fail "nobody's mount stayed"
+	! is_mounted "$T/nmnt" ||
+		fail "nobody's mount stayed (exit status $rc): $(cat "$1"; grep " $T/nmnt " /proc/self/mountinfo)"
 }
 # nobody_run NAME [ADDR [XDG]]: as nobody, a one-rank job printing NAME,
 # with IOFS_ADDR=ADDR and XDG_RUNTIME_DIR=XDG if given (else neither set)
@@ -91,7 +94,7 @@ fi
 nobody_run nb-here "unix:$NB_SOCK"
 assert_eq "the exported job, in nobody's mount" nb-here "$(nobody_cat "$T/nmnt/nb-here/0/stdout")"
 [ -z "$SYS_MNT" ] || [ ! -e "$SYS_MNT/nb-here" ] || fail "the exported job reached the system daemon"
-nobody_stop
+nobody_stop "$T/nb1.log"
 
 # 3. no system daemon: nothing to say (iofs-run finds this one by itself)
 if [ -n "$SYS_PID" ]; then
@@ -103,6 +106,6 @@ if [ -n "$SYS_PID" ]; then
 	nobody_run nb-alone "" "$T/xdg"
 	assert_eq "the job, found by default" nb-alone "$(nobody_cat "$T/nmnt/nb-alone/0/stdout")"
 	! grep -q "export IOFS_ADDR" "$T/nb2.log" || fail "a note with no system daemon: $(cat "$T/nb2.log")"
-	nobody_stop
+	nobody_stop "$T/nb2.log"
 fi
 log "ok"
