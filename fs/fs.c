@@ -754,16 +754,26 @@ void fs_shutdown(fs_t *fs)
 		fs_stdin_shutdown(w);
 }
 
-void fs_unmount(fs_t *fs)
+int fs_unmount(fs_t *fs)
 {
 	if (!fs || !fs->mounted)
-		return;
+		return 0;
 	if (fs->dev_ev) {
 		event_free(fs->dev_ev);
 		fs->dev_ev = NULL;
 	}
-	fuse_session_unmount(fs->se);
+	fuse_session_unmount(fs->se); /* lazy: gone at once, or refused */
 	fs->mounted = false;
+	/* a session that ended was unmounted by someone else (libfuse then
+	 * leaves the path alone): what is there now is not ours */
+	if (fs->exit_reported || !fs_fuse_mounted_at(fs->mountpoint))
+		return 0;
+	iofs_logf(fs->log, LOG_ERR, NULL,
+		  "could not unmount %s (the message above says why): it "
+		  "stays as a dead mount; remove it with 'fusermount3 -u %s' "
+		  "or, as root, 'umount -l %s'",
+		  fs->mountpoint, fs->mountpoint, fs->mountpoint);
+	return -EBUSY;
 }
 
 void fs_free(fs_t *fs)

@@ -87,8 +87,10 @@ void fs_shutdown(fs_t *fs);
  * so closing programs get their FLUSH/RELEASE answered. */
 size_t fs_open_count(const fs_t *fs);
 
-/* Unmount (if mounted) and stop serving.  Idempotent. */
-void fs_unmount(fs_t *fs);
+/* Unmount (if mounted) and stop serving.  Idempotent.  Returns 0, or
+ * -EBUSY when the mount is still there afterwards (fusermount3 refused:
+ * logged, with what the user can do), so the daemon exits non-zero. */
+int fs_unmount(fs_t *fs);
 
 /* fs_shutdown() + fs_unmount(), then free everything (open handles, inode
  * references).  NULL-safe. */
@@ -100,6 +102,11 @@ void fs_free(fs_t *fs);
  * with a message in @err saying what to do.
  */
 int fs_check_mountpoint(const char *path, char *err, size_t errlen);
+
+/* Is a FUSE filesystem mounted at @real (a realpath())?  Reads
+ * /proc/self/mountinfo only: never touches the path (ours would ask
+ * this very thread). */
+bool fs_fuse_mounted_at(const char *real);
 
 /*
  * Is @path (absolute or relative, need not exist) @mount_abs or below it,

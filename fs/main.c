@@ -181,9 +181,12 @@ static int add_signals(struct daemon *d)
 	return 0;
 }
 
-static void release_daemon(struct daemon *d)
+/* Everything the daemon holds, on every exit path.  Idempotent.  Returns
+ * -EBUSY when the mount could not be removed (logged). */
+static int release_daemon(struct daemon *d)
 {
-	fs_unmount(d->fs);
+	int rc = fs_unmount(d->fs);
+
 #if IOFS_FS_WITH_PMIX
 	pmix_source_free(d->pmix);
 	d->pmix = NULL;
@@ -209,6 +212,7 @@ static void release_daemon(struct daemon *d)
 	if (d->base)
 		event_base_free(d->base);
 	d->base = NULL;
+	return rc;
 }
 
 /* Run the loop until the kernel's INIT is answered, so "mounted" means
@@ -490,9 +494,9 @@ int main(int argc, char **argv)
 	if (loop_run(d.base, fs_activity(d.fs), &lp) < 0)
 		iofs_logf(d.log, LOG_ERR, NULL, "event loop failed");
 
-	release_daemon(&d);
+	status = release_daemon(&d) < 0 ? 1 : 0;
 	iofs_log_free(d.log);
-	return 0;
+	return status;
 
 out_fail:
 	iofs_logf(d.log, LOG_ERR, NULL, "%s", err); /* the terminal too */

@@ -58,6 +58,14 @@ static bool mounted_at(const char *real, char *fstype, size_t len)
 	return found;
 }
 
+bool fs_fuse_mounted_at(const char *real)
+{
+	char type[256];
+
+	return mounted_at(real, type, sizeof(type)) &&
+	       !strncmp(type, "fuse", 4);
+}
+
 int fs_check_mountpoint(const char *path, char *err, size_t errlen)
 {
 	struct stat st;

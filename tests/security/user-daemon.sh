@@ -5,7 +5,10 @@
 # a daemon of their own would then see no job arrive.  The daemon says what
 # to export, the way ssh-agent does; with that export the user's jobs
 # reach it, and the system daemon gets none of them.  Found using the
-# product: nobody's `iofs-run` went to root's /iof, silently.
+# product: nobody's `iofs-run` went to root's /iof, silently.  And a user's
+# daemon whose unmount fusermount3 refuses says so and exits 1 (found in
+# the compat root, which had no /etc/mtab: the daemon exited 0 and left a
+# dead mount).
 . "$IOFS_SOURCE_DIR/tests/lib.sh"
 . "$IOFS_SOURCE_DIR/tests/fs/common.sh"
 . "$IOFS_SOURCE_DIR/tests/security/common.sh"
@@ -108,4 +111,31 @@ if [ -n "$SYS_PID" ]; then
 	! grep -q "export IOFS_ADDR" "$T/nb2.log" || fail "a note with no system daemon: $(cat "$T/nb2.log")"
 	nobody_stop "$T/nb2.log"
 fi
+# 4. an unmount fusermount3 refuses is said, with what to do, and the
+#    daemon exits 1, not 0 as if all were well.  Here the refusal is what
+#    a root without /etc/mtab gives (a bare container; the compat root had
+#    none): in a private mount namespace, /etc is a copy without it.
+cp -a /etc "$T/etc"
+rm -f "$T/etc/mtab"
+unshare --mount --propagation private bash -c '
+	set -u
+	T=$1; shift
+	mount --bind "$T/etc" /etc || exit 10
+	[ ! -e /etc/mtab ] || exit 11
+	(cd / && exec env -u IOFS_ADDR XDG_RUNTIME_DIR="$T/xdg" "$@" -f -o nospool "$T/nmnt") >"$T/nb3.log" 2>&1 &
+	pid=$!
+	for i in $(seq 100); do grep -q "mounted $T/nmnt" "$T/nb3.log" && break; sleep 0.1; done
+	grep -q "mounted $T/nmnt" "$T/nb3.log" || { kill $pid; exit 12; }
+	kill $pid
+	rc=0
+	wait $pid || rc=$?
+	grep -q " $T/nmnt " /proc/self/mountinfo && still=1 || still=0
+	umount -l "$T/nmnt" 2>/dev/null
+	echo "$rc $still" >"$T/nb3.rc"' \
+	user-daemon "$T" "${NOBODY_BG[@]}" "$T/nbin/iofs" || fail "the namespace case failed (status $?): $(cat "$T/nb3.log" 2>/dev/null)"
+read -r rc still <"$T/nb3.rc"
+assert_eq "fusermount3 refused the unmount (the case's premise)" 1 "$still"
+grep -q "could not unmount $T/nmnt (the message above says why): it stays as a dead mount; remove it with 'fusermount3 -u $T/nmnt'" "$T/nb3.log" ||
+	fail "the refused unmount was not said: $(cat "$T/nb3.log")"
+assert_eq "the daemon's exit status after a refused unmount" 1 "$rc"
 log "ok"
