@@ -313,8 +313,11 @@ static void tell_address(const struct daemon_options *o)
 		if (!strncmp(a, "unix:", 5))
 			mine = a;
 	}
-	found = net_default_connect_addr();
-	if (!mine || !strcmp(found, mine) || strncmp(found, "unix:/run/", 10))
+	found = net_default_connect_addr(); /* $IOFS_ADDR, if set, is no
+					     * system daemon */
+	if (!mine || !strcmp(found, mine) ||
+	    (strcmp(found, "unix:" NET_SYSTEM_SOCKET) &&
+	     strcmp(found, "unix:" NET_LEGACY_SOCKET)))
 		return;
 	fprintf(stderr,
 		"iofs: iofs-run connects to the system daemon (%s) first: "

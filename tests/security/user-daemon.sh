@@ -53,12 +53,14 @@ else
 	SYS_MNT="$T/smnt"
 fi
 
-# nobody_daemon LOG: nobody's daemon on $T/nmnt, its default address
-# ($XDG_RUNTIME_DIR/iofs.sock), foreground, its stderr into LOG
+# nobody_daemon LOG [ADDR]: nobody's daemon on $T/nmnt, its default
+# address ($XDG_RUNTIME_DIR/iofs.sock; with ADDR in its $IOFS_ADDR, named
+# with --listen), foreground, its stderr into LOG
 nobody_daemon() {
+	local addr=${2:-}
 	rm -f "$NB_SOCK"
-	(cd / && exec env -u IOFS_ADDR XDG_RUNTIME_DIR="$T/xdg" IOFS_SPOOL_DIR= \
-		"${NOBODY_BG[@]}" "$T/nbin/iofs" -f -o nospool "$T/nmnt") >"$1" 2>&1 &
+	(cd / && exec env -u IOFS_ADDR ${addr:+IOFS_ADDR=$addr} XDG_RUNTIME_DIR="$T/xdg" IOFS_SPOOL_DIR= \
+		"${NOBODY_BG[@]}" "$T/nbin/iofs" -f -o nospool ${addr:+--listen "unix:$NB_SOCK"} "$T/nmnt") >"$1" 2>&1 &
 	NB_PID=$!
 	wait_for 10 grep -q "mounted $T/nmnt" "$1" || fail "nobody's daemon did not start: $(cat "$1")"
 }
@@ -98,6 +100,14 @@ nobody_run nb-here "unix:$NB_SOCK"
 assert_eq "the exported job, in nobody's mount" nb-here "$(nobody_cat "$T/nmnt/nb-here/0/stdout")"
 [ -z "$SYS_MNT" ] || [ ! -e "$SYS_MNT/nb-here" ] || fail "the exported job reached the system daemon"
 nobody_stop "$T/nb1.log"
+
+# 2b. an $IOFS_ADDR that names another socket below /run is what
+#     iofs-run uses, not the system daemon: no line calls it that
+nobody_daemon "$T/nb1b.log" "unix:/run/iofs-test-elsewhere.sock"
+nobody_run nb-sync "unix:$NB_SOCK" # the note, if any, is written by now
+assert_eq "the job, on the named address" nb-sync "$(nobody_cat "$T/nmnt/nb-sync/0/stdout")"
+! grep -q "system daemon" "$T/nb1b.log" || fail "an \$IOFS_ADDR called the system daemon: $(cat "$T/nb1b.log")"
+nobody_stop "$T/nb1b.log"
 
 # 3. no system daemon: nothing to say (iofs-run finds this one by itself)
 if [ -n "$SYS_PID" ]; then
