@@ -14,7 +14,7 @@
 #include "router/line_i.h"
 #include "router/router_i.h"
 
-/* "rank: 4294967294 running -2147483648 STDIN STARTED ENDED\n" */
+/* "rank: 4294967294 running -2147483648 STDIN STARTED ENDED PID\n" */
 #define STATE_LINE_MAX 128
 #define STATE_HOST_MAX 128 /* a rank line's host, its space and newline */
 #define STATE_DELAY_MS 250 /* a running job's state: one write a period */
@@ -58,11 +58,6 @@ void store_state_flush(router_t *r)
 	}
 }
 
-/* uid, gid, private, size, dirs, command, "state:" then every rank:
- * "rank: ID STATE STATUS STDIN_BYTES STARTED ENDED PID HOST" (a running
- * job's running ranks are what a restarted daemon waits for; the rest,
- * wall clock seconds for the times, is for its info: older spools have
- * no size, dirs, nor the fields after STATUS, and restore without). */
 /* @host as one word of a rank line: "-" for none, or one that is too
  * long or not a plain name (docs/design.md, "Restart"). */
 static const char *state_host(const char *host)
@@ -77,6 +72,11 @@ static const char *state_host(const char *host)
 	return host;
 }
 
+/* uid, gid, private, size, dirs, command, "state:" then every rank:
+ * "rank: ID STATE STATUS STDIN_BYTES STARTED ENDED PID HOST" (a running
+ * job's running ranks are what a restarted daemon waits for; the rest,
+ * wall clock seconds for the times, is for its info: older spools have
+ * no size, dirs, nor the fields after STATUS, and restore without). */
 void job_state_save(router_job_t *job)
 {
 	router_t *r = job->r;
