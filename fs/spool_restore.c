@@ -22,6 +22,10 @@
 
 #define STATE_MAX (16u << 20) /* largest state file read */
 #define RESTORE_FEED (64u << 10) /* rank bytes read at a time */
+/* sscanf's width for a rank line's host: ROUTER_STATE_HOST_MAX in digits */
+#define HOST_WIDTH_(n) #n
+#define HOST_WIDTH_N(n) HOST_WIDTH_(n)
+#define HOST_WIDTH HOST_WIDTH_N(ROUTER_STATE_HOST_MAX)
 
 struct rrank {
 	uint32_t id;
@@ -31,7 +35,7 @@ struct rrank {
 	uint64_t stdin_bytes; /* these three: 0 if the line had none */
 	int64_t started, ended;
 	int64_t pid;  /* -1 if the line had none */
-	char host[128]; /* "" if none */
+	char host[ROUTER_STATE_HOST_MAX + 1]; /* "" if none */
 	router_rank_t *rk;
 };
 
@@ -105,7 +109,7 @@ static int parse_state(struct rjob *jb, char *text)
 	     l = strtok_r(NULL, "\n", &save)) {
 		unsigned long long a, in = 0;
 		long long t0 = 0, t1 = 0, pid = -1;
-		char st[16], host[128] = "";
+		char st[16], host[ROUTER_STATE_HOST_MAX + 1] = "";
 		int status;
 		struct rrank *rr;
 
@@ -124,7 +128,7 @@ static int parse_state(struct rjob *jb, char *text)
 		}
 		else if (!strncmp(l, "command: ", 9))
 			snprintf(jb->command, sizeof(jb->command), "%s", l + 9);
-		else if (sscanf(l, "rank: %llu %15s %d %llu %lld %lld %lld %127s",
+		else if (sscanf(l, "rank: %llu %15s %d %llu %lld %lld %lld %" HOST_WIDTH "s",
 				&a, st, &status, &in, &t0, &t1, &pid,
 				host) >= 3 &&
 			 a <= ROUTER_RANK_MAX) {

@@ -79,6 +79,10 @@ const char *router_strerror(int status);
 #define ROUTER_NSPACE_MAX 255
 #define ROUTER_RANK_WILDCARD UINT32_MAX /* every rank of the job */
 #define ROUTER_RANK_MAX (UINT32_MAX - 1)
+/* The longest host name a spool's rank line keeps: router/store.c writes
+ * "-" for a longer one, fs/spool_restore.c reads at most this many bytes
+ * (docs/design.md, "Restart"). */
+#define ROUTER_STATE_HOST_MAX 126
 
 /* Channel bits: the same values as PMIx's pmix_iof_channel_t. */
 enum {

@@ -16,7 +16,8 @@
 
 /* "rank: 4294967294 running -2147483648 STDIN STARTED ENDED PID\n" */
 #define STATE_LINE_MAX 128
-#define STATE_HOST_MAX 128 /* a rank line's host, its space and newline */
+/* a rank line's host, its space and newline */
+#define STATE_HOST_MAX (ROUTER_STATE_HOST_MAX + 2)
 #define STATE_DELAY_MS 250 /* a running job's state: one write a period */
 
 void job_state_mark(router_job_t *job)
@@ -64,7 +65,7 @@ static const char *state_host(const char *host)
 {
 	size_t n = strlen(host);
 
-	if (!n || n > STATE_HOST_MAX - 2)
+	if (!n || n > ROUTER_STATE_HOST_MAX)
 		return "-";
 	for (size_t i = 0; i < n; i++)
 		if (host[i] <= ' ' || host[i] == 0x7f)
