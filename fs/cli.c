@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,8 @@ static void usage(FILE *f)
 	    "  -f                 stay in the foreground\n"
 	    "  -d                 log every FUSE request (implies -f)\n"
 	    "  -o linger=SECONDS  remove completed jobs after SECONDS\n"
-	    "  -o window=BYTES    retained bytes per stream (default 1 MiB)\n"
+	    "  -o window=BYTES    retained bytes per stream (default 1M; K, M, G:\n"
+	    "                     powers of 1024, as for every byte count)\n"
 	    "  -o spool=DIR       keep every stream's history in DIR\n"
 	    "                     (default /var/spool/iofs/MOUNT for root,\n"
 	    "                     /var/tmp/iofs-UID/MOUNT otherwise)\n"
@@ -94,31 +96,36 @@ static void usage(FILE *f)
 }
 
 /* The numeric -o NAME=N options: N in [min, max], stored at @off (a
- * uint32_t or a 64-bit field, @size says which); @fuse: FUSE sees it too. */
+ * uint32_t or a 64-bit field, @size says which); @bytes: a byte count,
+ * which takes K, M, G, T as the spool's caps do (log/num.h); @fuse: FUSE
+ * sees it too (in plain digits: libfuse knows no units). */
 static const struct num_opt {
 	const char *name;
 	uint64_t min, max;
 	const char *hint;
 	size_t off, size;
-	bool fuse;
+	bool bytes, fuse;
 } num_opts[] = {
-#define NUM_OPT(n, lo, hi, field, h, f)                                        \
+#define NUM_OPT(n, lo, hi, field, h, b, f)                                     \
 	{n, lo, hi, h, offsetof(struct daemon_options, field),                        \
-	 sizeof(((struct daemon_options *)0)->field), f}
+	 sizeof(((struct daemon_options *)0)->field), b, f}
     NUM_OPT("linger=", 0, UINT32_MAX, linger_s,
-	    "give a number of seconds, e.g. -o linger=600", false),
+	    "give a number of seconds, e.g. -o linger=600", false, false),
     NUM_OPT("linger_lost=", 0, UINT32_MAX, linger_lost_s,
-	    "give a number of seconds (0 = like linger)", false),
+	    "give a number of seconds (0 = like linger)", false, false),
     NUM_OPT("window=", 4096, SIZE_MAX / 4, window,
-	    "give a byte count of at least 4096, e.g. -o window=1048576",
-	    false),
+	    "give a byte count of at least 4K, e.g. -o window=1M "
+	    "(K, M, G, T: powers of 1024)",
+	    true, false),
     /* libfuse 3.14 also needs conn->max_read in init: ours and FUSE's */
     NUM_OPT("max_read=", 4096, UINT32_MAX, max_read,
-	    "give a byte count of at least 4096", true),
+	    "give a byte count from 4K to 4294967295, e.g. -o max_read=128K",
+	    true, true),
     NUM_OPT("poll_us=", 0, LOOP_POLL_MAX_US, poll_us,
-	    "give microseconds, 0 (off) to 1000", false),
+	    "give microseconds, 0 (off) to 1000", false, false),
     NUM_OPT("max_stdin_uid=", 0, UINT64_MAX / 4, stdin_uid_max,
-	    "give a byte count (0 = unlimited)", false),
+	    "give a byte count, e.g. -o max_stdin_uid=64M (0 = unlimited)",
+	    true, false),
 #undef NUM_OPT
 };
 
@@ -148,7 +155,9 @@ static int num_opt(struct daemon_options *o, const char *tok)
 
 		if (strncmp(tok, t->name, n) != 0)
 			continue;
-		if (!iofs_parse_u64(tok + n, t->max, &v) || v < t->min) {
+		if (!(t->bytes ? iofs_parse_size(tok + n, &v)
+			       : iofs_parse_u64(tok + n, t->max, &v)) ||
+		    v > t->max || v < t->min) {
 			fprintf(stderr, "iofs: bad -o %s: %s\n", tok, t->hint);
 			return -1;
 		}
@@ -160,7 +169,15 @@ static int num_opt(struct daemon_options *o, const char *tok)
 				       "window= is stored as 64 bits");
 			memcpy(at, &v, sizeof(v));
 		}
-		return t->fuse && fuse_opt_add(o, tok) < 0 ? -1 : 1;
+		if (t->fuse) {
+			char plain[64];
+
+			snprintf(plain, sizeof(plain), "%.*s%" PRIu64, (int)n,
+				 t->name, v);
+			if (fuse_opt_add(o, plain) < 0)
+				return -1;
+		}
+		return 1;
 	}
 	return 0;
 }

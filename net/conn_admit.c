@@ -34,10 +34,11 @@ static const struct limit_opt {
 	const char *name; /* "max_...=" */
 	uint64_t min, max, def;
 	size_t off, size;
+	bool bytes; /* a byte count: K, M, G, T too (log/num.h) */
 } limit_opts[] = {
 #define LIM(n, f, lo, hi, d)                                                    \
 	{n, lo, hi, d, offsetof(struct net_limits, f),                          \
-	 sizeof(((struct net_limits *)0)->f)}
+	 sizeof(((struct net_limits *)0)->f), !strncmp(n, "max_buf_", 8)}
     LIM("max_ranks_hello=", ranks_hello, 1, PROTO_RANKS_MAX, PROTO_RANKS_MAX),
     LIM("max_ranks_job=", ranks_job, 1, UINT32_MAX, PROTO_RANKS_MAX),
     LIM("max_ranks_uid=", ranks_uid, 1, UINT32_MAX, 2u * PROTO_RANKS_MAX),
@@ -128,11 +129,16 @@ int net_config_option(struct net_server_config *cfg, const char *tok,
 		size_t n = strlen(o->name);
 		if (strncmp(tok, o->name, n) != 0)
 			continue;
-		if (!parse_num(tok + n, o->min, o->max, &v)) {
+		if (o->bytes ? !iofs_parse_size(tok + n, &v) || v < o->min ||
+				       v > o->max
+			     : !parse_num(tok + n, o->min, o->max, &v)) {
 			snprintf(err, errlen,
-				 "bad -o %s: give a number from %llu to %llu",
+				 "bad -o %s: give a number from %llu to %llu%s",
 				 tok, (unsigned long long)o->min,
-				 (unsigned long long)o->max);
+				 (unsigned long long)o->max,
+				 o->bytes ? " (or with K, M, G, T: powers of "
+					    "1024, e.g. 64M)"
+					  : "");
 			return -EINVAL;
 		}
 		limit_set(&cfg->limits, o, v);

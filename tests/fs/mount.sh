@@ -24,10 +24,29 @@ kill -0 "$DAEMON_PID" 2>/dev/null && fail "daemon still running after SIGTERM"
 DAEMON_PID=
 wait_for 30 eval '! is_mounted "$MNT"' || fail "mount left after SIGTERM"
 
-# -o max_read= (libfuse 3.14 needs it set in init too) mounts and serves
-start_daemon -o max_read=65536
+# -o max_read= (libfuse 3.14 needs it set in init too) mounts and serves;
+# byte counts take units (64K: libfuse itself is given the digits)
+start_daemon -o max_read=64K,max_buf_conn=16M,max_stdin_uid=1G
 grep " $MNT " /proc/self/mountinfo | grep -q "max_read=65536" || fail "max_read not applied"
 ls "$MNT" >/dev/null || fail "mount with max_read unusable"
+stop_daemon
+
+# -o window=64K is 65536 bytes: a stopped blocking reader holds the
+# producer back within about that (the default window is 16 times more)
+start_daemon -o window=64K
+gated_producer win $((4 << 20)) 3 "$T/win.want"
+cat "$MNT/win/0/stdout" >"$T/win.got" &
+WR=$!
+track $WR
+await_reader $WR "$MNT/win/0/stdout"
+kill -STOP $WR
+open_gate win
+wait_for 20 info_at_least win 0 stdout_xoff 1 || fail "win: no XOFF"
+b=$(info_get "$MNT/win/0/info" stdout_bytes)
+[ "$b" -le $((256 << 10)) ] || fail "win: $b bytes delivered past a stopped reader with window=64K"
+kill -CONT $WR
+wait_exit 60 $WR || fail "win: the reader did not reach the end"
+assert_eq "win: bytes" "$(sha "$T/win.want")" "$(sha "$T/win.got")"
 stop_daemon
 
 # SIGINT in the foreground
