@@ -392,11 +392,62 @@ static int start_spool(struct daemon *d, struct router_config *cfg,
 	return 0;
 }
 
+/* The loop, the spool, the router (with an earlier life's jobs) and the
+ * FUSE session, not mounted yet.  0, or -1 with @err said and *@status
+ * set for a bad -o (2); release_daemon() undoes what was made. */
+static int start_core(struct daemon *d, char *err, size_t errlen,
+		      int *status)
+{
+	const struct daemon_options *o = d->opt;
+	struct router_config rc_cfg = {0};
+	int rc;
+
+	d->base = event_base_new();
+	if (!d->base) {
+		snprintf(err, errlen, "cannot create the event loop");
+		return -1;
+	}
+	rc_cfg.window = o->window;
+	rc_cfg.log = d->log;
+	if (start_spool(d, &rc_cfg, err, errlen) < 0)
+		return -1;
+	rc = router_new(d->base, &rc_cfg, &d->r);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot create the router: %s",
+			 router_strerror(rc));
+		return -1;
+	}
+	if (d->spool)
+		/* an earlier life's jobs; its running ranks wait for their
+		 * forwarders to resume (-o resume_window) */
+		spool_restore(d->spool, d->r,
+			      !o->net.resume_window_set ||
+				  o->net.resume_window_s > 0);
+	struct fs_config fc = {
+	    .mountpoint = o->mountpoint_abs,
+	    .fuse_opts = o->fuse_opts,
+	    .debug = o->debug,
+	    .linger_s = o->linger_s,
+	    .linger_lost_s = o->linger_lost_s,
+	    .stdin_uid_max = o->stdin_uid_max,
+	    .max_read = o->max_read,
+	    .on_exit = on_fs_exit,
+	    .on_exit_ctx = d,
+	    .log = d->log,
+	};
+
+	rc = fs_new(d->base, d->r, &fc, err, errlen, &d->fs);
+	if (rc < 0) {
+		*status = rc == -EINVAL ? 2 : 1; /* a bad -o: usage */
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon_options o;
 	struct daemon d = {.opt = &o};
-	struct router_config rc_cfg = {0};
 	char err[1024] = "";
 	int ready_fd = -1, rc, status = 1;
 	bool spool_made = false;
@@ -431,49 +482,10 @@ int main(int argc, char **argv)
 	}
 
 	evthread_use_pthreads(); /* the router's blocking deliver needs it */
-	d.base = event_base_new();
-	if (!d.base) {
-		snprintf(err, sizeof(err), "cannot create the event loop");
-		goto out_fail;
-	}
-	rc_cfg.window = o.window;
-	rc_cfg.log = d.log;
 	/* a start that fails takes back the spool directory it made */
 	spool_made = o.spool.dir && access(o.spool.dir, F_OK) != 0;
-	if (start_spool(&d, &rc_cfg, err, sizeof(err)) < 0)
+	if (start_core(&d, err, sizeof(err), &status) < 0)
 		goto out_fail;
-	rc = router_new(d.base, &rc_cfg, &d.r);
-	if (rc != 0) {
-		snprintf(err, sizeof(err), "cannot create the router: %s",
-			 router_strerror(rc));
-		goto out_fail;
-	}
-	if (d.spool)
-		/* an earlier life's jobs; its running ranks wait for their
-		 * forwarders to resume (-o resume_window) */
-		spool_restore(d.spool, d.r,
-			      !o.net.resume_window_set ||
-				  o.net.resume_window_s > 0);
-	{
-		struct fs_config fc = {
-		    .mountpoint = o.mountpoint_abs,
-		    .fuse_opts = o.fuse_opts,
-		    .debug = o.debug,
-		    .linger_s = o.linger_s,
-		    .linger_lost_s = o.linger_lost_s,
-		    .stdin_uid_max = o.stdin_uid_max,
-		    .max_read = o.max_read,
-		    .on_exit = on_fs_exit,
-		    .on_exit_ctx = &d,
-		    .log = d.log,
-		};
-
-		rc = fs_new(d.base, d.r, &fc, err, sizeof(err), &d.fs);
-		if (rc < 0) {
-			status = rc == -EINVAL ? 2 : 1; /* a bad -o: usage */
-			goto out_fail;
-		}
-	}
 	if (add_signals(&d) < 0) {
 		snprintf(err, sizeof(err), "cannot install signal handlers");
 		goto out_fail;

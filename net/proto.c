@@ -328,6 +328,47 @@ static bool channel_ok(enum proto_role role, unsigned type, uint32_t ch)
 	       ch == ROUTER_CH_STDDIAG;
 }
 
+/* WELCOME's fields (@b) and assigned name (@tail, @tlen bytes). */
+static int decode_welcome(const uint8_t *b, const uint8_t *tail,
+			  uint32_t tlen, struct proto_frame *f, char *err,
+			  size_t errlen)
+{
+	f->version = get16(b);
+	f->flags = get16(b + 2);
+	f->max_payload = get32(b + 4);
+	if (f->version < PROTO_VERSION_MIN || f->version > PROTO_VERSION)
+		return fail(PROTO_ERR_VERSION, err, errlen,
+			    "WELCOME: version %u", f->version);
+	if (f->max_payload == 0)
+		return fail(PROTO_ERR_FIELD, err, errlen,
+			    "WELCOME: max payload 0");
+	if (!(f->flags & PROTO_WELCOME_F_NAME) != !tlen ||
+	    (tlen && !router_nspace_valid((const char *)tail, tlen)))
+		return fail(PROTO_ERR_NSPACE, err, errlen,
+			    "WELCOME: assigned name of %u bytes, flags 0x%x",
+			    tlen, f->flags);
+	f->name = (const char *)tail;
+	f->name_len = tlen;
+	return PROTO_OK;
+}
+
+/* RESUME's fields after its rank (@b). */
+static int decode_resume(const uint8_t *b, struct proto_frame *f, char *err,
+			 size_t errlen)
+{
+	f->stdin_rx = get64(b + 4);
+	f->ack_bytes = get64(b + 12);
+	f->stdin_eof = b[20];
+	f->replay_bytes = get64(b + 21);
+	if (f->ack_bytes > f->stdin_rx || f->stdin_eof > 1)
+		return fail(PROTO_ERR_FIELD, err, errlen,
+			    "RESUME: stdin let go %llu > received %llu, or "
+			    "eof %u",
+			    (unsigned long long)f->ack_bytes,
+			    (unsigned long long)f->stdin_rx, f->stdin_eof);
+	return PROTO_OK;
+}
+
 static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 		       unsigned type, const uint8_t *b, uint32_t blen,
 		       struct proto_frame *f, char *err, size_t errlen)
@@ -348,25 +389,7 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 	case PROTO_HELLO:
 		return decode_hello(b, blen, f, err, errlen);
 	case PROTO_WELCOME:
-		f->version = get16(b);
-		f->flags = get16(b + 2);
-		f->max_payload = get32(b + 4);
-		if (f->version < PROTO_VERSION_MIN ||
-		    f->version > PROTO_VERSION)
-			return fail(PROTO_ERR_VERSION, err, errlen,
-				    "WELCOME: version %u", f->version);
-		if (f->max_payload == 0)
-			return fail(PROTO_ERR_FIELD, err, errlen,
-				    "WELCOME: max payload 0");
-		if (!(f->flags & PROTO_WELCOME_F_NAME) != !tlen ||
-		    (tlen && !router_nspace_valid((const char *)tail, tlen)))
-			return fail(PROTO_ERR_NSPACE, err, errlen,
-				    "WELCOME: assigned name of %u bytes, flags "
-				    "0x%x",
-				    tlen, f->flags);
-		f->name = (const char *)tail;
-		f->name_len = tlen;
-		return PROTO_OK;
+		return decode_welcome(b, tail, tlen, f, err, errlen);
 	case PROTO_ERROR:
 		f->code = get32(b);
 		f->msg = (const char *)tail;
@@ -417,18 +440,7 @@ static int decode_body(struct proto_peer *p, const struct proto_desc *d,
 				    "HELD: state %u", f->held_state);
 		return PROTO_OK;
 	case PROTO_RESUME:
-		f->stdin_rx = get64(b + 4);
-		f->ack_bytes = get64(b + 12);
-		f->stdin_eof = b[20];
-		f->replay_bytes = get64(b + 21);
-		if (f->ack_bytes > f->stdin_rx || f->stdin_eof > 1)
-			return fail(PROTO_ERR_FIELD, err, errlen,
-				    "RESUME: stdin let go %llu > received "
-				    "%llu, or eof %u",
-				    (unsigned long long)f->ack_bytes,
-				    (unsigned long long)f->stdin_rx,
-				    f->stdin_eof);
-		return PROTO_OK;
+		return decode_resume(b, f, err, errlen);
 	case PROTO_COMMAND:
 		f->flags = get16(b);
 		f->msg = (const char *)tail;
@@ -565,6 +577,37 @@ static uint32_t layout(const struct proto_frame *f, uint32_t *tail)
 	}
 }
 
+/* HELLO's body at @b (room checked by the caller); returns its end. */
+static uint8_t *put_hello(uint8_t *b, const struct proto_hello *h)
+{
+	b = put32(b, PROTO_MAGIC);
+	b = put16(b, h->version);
+	b = put16(b, h->flags);
+	b = put32(b, h->rank_base);
+	b = put32(b, h->rank_count);
+	b = put32(b, h->job_size);
+	b = put32(b, h->pid);
+	b = put32(b, h->uid);
+	b = put32(b, h->gid);
+	b = put32(b, h->dirs_set);
+	b = put32(b, h->dirs_value);
+	b = put8(b, (uint8_t)h->nspace_len);
+	if (h->nspace_len)
+		memcpy(b, h->nspace, h->nspace_len);
+	b += h->nspace_len;
+	b = put8(b, (uint8_t)h->host_len);
+	if (h->host_len)
+		memcpy(b, h->host, h->host_len);
+	b += h->host_len;
+	if (h->version >= 3) {
+		b = put16(b, (uint16_t)h->cred_len);
+		if (h->cred_len)
+			memcpy(b, h->cred, h->cred_len);
+		b += h->cred_len;
+	}
+	return b;
+}
+
 static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 		      bool with_data)
 {
@@ -581,35 +624,9 @@ static ssize_t encode(const struct proto_frame *f, uint8_t *buf, size_t cap,
 	uint8_t *b = put32(buf, 1 + fixed + tail);
 	b = put8(b, (uint8_t)f->type);
 	switch (f->type) {
-	case PROTO_HELLO: {
-		const struct proto_hello *h = &f->hello;
-		b = put32(b, PROTO_MAGIC);
-		b = put16(b, h->version);
-		b = put16(b, h->flags);
-		b = put32(b, h->rank_base);
-		b = put32(b, h->rank_count);
-		b = put32(b, h->job_size);
-		b = put32(b, h->pid);
-		b = put32(b, h->uid);
-		b = put32(b, h->gid);
-		b = put32(b, h->dirs_set);
-		b = put32(b, h->dirs_value);
-		b = put8(b, (uint8_t)h->nspace_len);
-		if (h->nspace_len)
-			memcpy(b, h->nspace, h->nspace_len);
-		b += h->nspace_len;
-		b = put8(b, (uint8_t)h->host_len);
-		if (h->host_len)
-			memcpy(b, h->host, h->host_len);
-		b += h->host_len;
-		if (h->version >= 3) {
-			b = put16(b, (uint16_t)h->cred_len);
-			if (h->cred_len)
-				memcpy(b, h->cred, h->cred_len);
-			b += h->cred_len;
-		}
+	case PROTO_HELLO:
+		b = put_hello(b, &f->hello);
 		break;
-	}
 	case PROTO_WELCOME:
 		b = put16(b, f->version);
 		b = put16(b, f->flags);

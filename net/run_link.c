@@ -250,6 +250,32 @@ static int send_command(struct run_link *l, int fd, int64_t dl)
 	return n <= 0 ? (int)n : write_all(fd, buf, (size_t)n, dl);
 }
 
+/* The daemon's answer to HELLO into @reply (its strings in @buf): WELCOME
+ * or ERROR, after the HELD frames of a resume (take_held()).  0, or a
+ * negative errno with @why said. */
+static int await_reply(struct run_link *l, int fd, bool resume, uint8_t *buf,
+		       size_t buflen, struct proto_frame *reply, char *why,
+		       size_t whylen, int64_t dl)
+{
+	int rc;
+
+	for (uint32_t i = 0; l->rs && i < l->o->count; i++)
+		l->rs[i].got_held = false;
+	for (;;) {
+		rc = read_frame(l, fd, buf, buflen, reply, why, whylen, dl);
+		if (rc < 0)
+			return rc;
+		if (reply->type != PROTO_HELD)
+			return 0;
+		if (!resume || !l->rs) {
+			snprintf(why, whylen, "%s sent HELD unasked",
+				 l->o->addr);
+			return -EPROTO;
+		}
+		take_held(l, reply);
+	}
+}
+
 int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 		   char *why, size_t whylen)
 {
@@ -315,24 +341,11 @@ int run_link_greet(struct run_link *l, bool resume, int64_t dl, uint32_t *code,
 			 strerror(-rc));
 		goto out_close;
 	}
-	for (uint32_t i = 0; l->rs && i < l->o->count; i++)
-		l->rs[i].got_held = false;
 	struct proto_frame reply;
-	for (;;) {
-		rc = read_frame(l, fd, buf, sizeof(buf), &reply, why, whylen,
-				dl);
-		if (rc < 0)
-			goto out_close;
-		if (reply.type != PROTO_HELD)
-			break;
-		if (!resume || !l->rs) {
-			snprintf(why, whylen, "%s sent HELD unasked",
-				 l->o->addr);
-			rc = -EPROTO;
-			goto out_close;
-		}
-		take_held(l, &reply);
-	}
+	rc = await_reply(l, fd, resume, buf, sizeof(buf), &reply, why, whylen,
+			 dl);
+	if (rc < 0)
+		goto out_close;
 	if (reply.type == PROTO_ERROR) {
 		*code = reply.code;
 		snprintf(why, whylen, "%s refused the job: %.*s%s%s%s",
