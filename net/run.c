@@ -126,7 +126,10 @@ static int opt_nspace(struct run_args *a, const struct run_option *t,
 static int opt_u32(const char *name, const char *arg, uint32_t *out)
 {
 	if (run_parse_u32(arg, out)) {
-		fprintf(stderr, "iofs-run: invalid %s '%s'\n", name, arg);
+		fprintf(stderr,
+			"iofs-run: invalid %s '%s': give a number from 0 to "
+			"%u\n",
+			name, arg, ROUTER_RANK_MAX);
 		return -EINVAL;
 	}
 	return 0;

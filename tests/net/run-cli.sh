@@ -17,7 +17,7 @@ expect_err() {
 	[ ! -s "$T/out" ] || fail "iofs-run $*: wrote to stdout: $(cat "$T/out")"
 }
 
-expect_err "invalid --rank 'x'" --rank x
+expect_err "invalid --rank 'x': give a number from 0 to 4294967294" --rank x
 expect_err "invalid --rank '-1'" --rank -1
 expect_err "invalid --size '1x'" --size 1x
 expect_err "invalid -n '0'" -n 0
