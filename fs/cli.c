@@ -155,9 +155,7 @@ static int num_opt(struct daemon_options *o, const char *tok)
 
 		if (strncmp(tok, t->name, n) != 0)
 			continue;
-		if (!(t->bytes ? iofs_parse_size(tok + n, &v)
-			       : iofs_parse_u64(tok + n, t->max, &v)) ||
-		    v > t->max || v < t->min) {
+		if (!iofs_parse_in(tok + n, t->bytes, t->min, t->max, &v)) {
 			fprintf(stderr, "iofs: bad -o %s: %s\n", tok, t->hint);
 			return -1;
 		}

@@ -62,4 +62,18 @@ static inline bool iofs_parse_size(const char *s, uint64_t *out)
 	return true;
 }
 
+/* An option's value @s in [@min, @max]: plain decimal, or with @bytes a
+ * byte count (iofs_parse_size()).  *@out is set only when it is valid. */
+static inline bool iofs_parse_in(const char *s, bool bytes, uint64_t min,
+				 uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+
+	if (!(bytes ? iofs_parse_size(s, &v) : iofs_parse_u64(s, max, &v)) ||
+	    v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
 #endif /* IOFS_LOG_NUM_H */

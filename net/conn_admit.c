@@ -34,20 +34,22 @@ static const struct limit_opt {
 	const char *name; /* "max_...=" */
 	uint64_t min, max, def;
 	size_t off, size;
-	bool bytes; /* a byte count: K, M, G, T too (log/num.h) */
+	bool bytes; /* a byte count: K, M, G, T too (iofs_parse_in()) */
 } limit_opts[] = {
-#define LIM(n, f, lo, hi, d)                                                    \
+#define LIM(n, f, lo, hi, d, b)                                                 \
 	{n, lo, hi, d, offsetof(struct net_limits, f),                          \
-	 sizeof(((struct net_limits *)0)->f), !strncmp(n, "max_buf_", 8)}
-    LIM("max_ranks_hello=", ranks_hello, 1, PROTO_RANKS_MAX, PROTO_RANKS_MAX),
-    LIM("max_ranks_job=", ranks_job, 1, UINT32_MAX, PROTO_RANKS_MAX),
-    LIM("max_ranks_uid=", ranks_uid, 1, UINT32_MAX, 2u * PROTO_RANKS_MAX),
-    LIM("max_jobs_uid=", jobs_uid, 1, UINT32_MAX, 1024),
-    LIM("max_conns_uid=", conns_uid, 1, UINT32_MAX, 512),
-    LIM("max_buf_conn=", buf_conn, 65536, UINT64_MAX / 4, 8ull << 20),
-    LIM("max_buf_uid=", buf_uid, 65536, UINT64_MAX / 4, 64ull << 20),
+	 sizeof(((struct net_limits *)0)->f), b}
+    LIM("max_ranks_hello=", ranks_hello, 1, PROTO_RANKS_MAX, PROTO_RANKS_MAX,
+	false),
+    LIM("max_ranks_job=", ranks_job, 1, UINT32_MAX, PROTO_RANKS_MAX, false),
+    LIM("max_ranks_uid=", ranks_uid, 1, UINT32_MAX, 2u * PROTO_RANKS_MAX,
+	false),
+    LIM("max_jobs_uid=", jobs_uid, 1, UINT32_MAX, 1024, false),
+    LIM("max_conns_uid=", conns_uid, 1, UINT32_MAX, 512, false),
+    LIM("max_buf_conn=", buf_conn, 65536, UINT64_MAX / 4, 8ull << 20, true),
+    LIM("max_buf_uid=", buf_uid, 65536, UINT64_MAX / 4, 64ull << 20, true),
     /* 0: net_server_new() gives a quarter of RLIMIT_NOFILE */
-    LIM("max_pipes_uid=", pipes_uid, 3, UINT32_MAX, 0),
+    LIM("max_pipes_uid=", pipes_uid, 3, UINT32_MAX, 0, false),
 #undef LIM
 };
 #define N_LIMIT_OPTS (sizeof(limit_opts) / sizeof(limit_opts[0]))
@@ -85,12 +87,6 @@ void net_limits_fill(struct net_limits *l)
 			limit_set(l, &limit_opts[i], limit_opts[i].def);
 }
 
-static bool parse_num(const char *s, uint64_t min, uint64_t max,
-		      uint64_t *out)
-{
-	return iofs_parse_u64(s, max, out) && *out >= min;
-}
-
 int net_config_option(struct net_server_config *cfg, const char *tok,
 		      char *err, size_t errlen)
 {
@@ -106,7 +102,7 @@ int net_config_option(struct net_server_config *cfg, const char *tok,
 		return -EINVAL;
 	}
 	if (!strncmp(tok, "resume_window=", 14)) {
-		if (!parse_num(tok + 14, 0, 86400, &v)) {
+		if (!iofs_parse_in(tok + 14, false, 0, 86400, &v)) {
 			snprintf(err, errlen,
 				 "bad -o %s: give seconds from 0 to 86400",
 				 tok);
@@ -129,9 +125,7 @@ int net_config_option(struct net_server_config *cfg, const char *tok,
 		size_t n = strlen(o->name);
 		if (strncmp(tok, o->name, n) != 0)
 			continue;
-		if (o->bytes ? !iofs_parse_size(tok + n, &v) || v < o->min ||
-				       v > o->max
-			     : !parse_num(tok + n, o->min, o->max, &v)) {
+		if (!iofs_parse_in(tok + n, o->bytes, o->min, o->max, &v)) {
 			snprintf(err, errlen,
 				 "bad -o %s: give a number from %llu to %llu%s",
 				 tok, (unsigned long long)o->min,

@@ -201,7 +201,7 @@ static int opt_replay(struct run_args *a, const struct run_option *t,
 {
 	uint64_t v;
 
-	if (!iofs_parse_size(arg, &v) || v > (1u << 30) || v < (64u << 10)) {
+	if (!iofs_parse_in(arg, true, 64u << 10, 1u << 30, &v)) {
 		fprintf(stderr,
 			"iofs-run: invalid --replay-buffer '%s': bytes (K, M, "
 			"G suffixes), 64K to 1G\n",
