@@ -251,6 +251,8 @@ void run_link_fallback(struct run_link *l, const char *why);
 bool run_link_reconnecting(const struct run_link *l);
 
 /* run_link.c, for run_resume.c */
+/* A fresh framer with the link's frame handlers: 0 or -ENOMEM (run_link.c). */
+int run_link_framer_reset(struct run_link *l);
 /* Connect, HELLO (@resume: PROTO_HELLO_F_RESUME), read HELD frames and
  * WELCOME.  The socket (>= 0), or -errno with @why; -EREMOTEIO when
  * the daemon answered ERROR (@code set; a refused connect() is
