@@ -179,8 +179,30 @@ static int scan_ranks(int dirfd, struct rjob *jb)
 	return rc;
 }
 
-/* Hand one stream file to the router (if it is there); the view's file
- * when @rank is the wildcard and the view is an index, else NULL. */
+static uint64_t mtime_ns(const struct stat *st)
+{
+	return (uint64_t)st->st_mtim.tv_sec * 1000000000u +
+	       (uint64_t)st->st_mtim.tv_nsec;
+}
+
+/* The stream's earlier life's time of last change, as its mtime (ls -l,
+ * find -newer): its file's, or for a stream that left none (a view no byte
+ * reached) the job's start (its nspace file's). */
+static void restore_mtime(struct spool_job *j, router_job_t *job,
+			  uint32_t rank, uint32_t channel,
+			  struct spool_file *f)
+{
+	struct stat st;
+
+	if ((f && spool_file_fd(f) >= 0 && fstat(f->fd, &st) == 0) ||
+	    fstatat(j->dirfd, "nspace", &st, AT_SYMLINK_NOFOLLOW) == 0)
+		(void)router_stream_restore_mtime(job, rank, channel,
+						  mtime_ns(&st));
+}
+
+/* Hand one stream file to the router (if it is there), with its time; the
+ * view's file when @rank is the wildcard and the view is an index, else
+ * NULL. */
 static struct spool_file *adopt(struct spool_job *j, router_job_t *job,
 				uint32_t rank, uint32_t channel)
 {
@@ -204,8 +226,10 @@ static struct spool_file *adopt(struct spool_job *j, router_job_t *job,
 	else
 		snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
 	if (fstatat(j->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-	    spool_file_open(j, name, false, &f) < 0)
+	    spool_file_open(j, name, false, &f) < 0) {
+		restore_mtime(j, job, rank, channel, NULL);
 		return NULL;
+	}
 	if (spool_file_fd(f) < 0 || fstat(f->fd, &st) != 0 ||
 	    (rank != ROUTER_RANK_WILDCARD &&
 	     spool_rank_file(j, rank, ci, f) < 0)) {
@@ -215,6 +239,7 @@ static struct spool_file *adopt(struct spool_job *j, router_job_t *job,
 	size = (uint64_t)st.st_size;
 	spool_file_adopted(f, size);
 adopt:
+	restore_mtime(j, job, rank, channel, f);
 	if (router_stream_adopt(job, rank, channel, f, size)) {
 		spool_close(f, false);
 		return NULL;

@@ -549,6 +549,12 @@ void router_job_owner_refused(router_job_t *job, uint32_t uid,
 int router_job_adopt_store(router_job_t *job, void *jh);
 int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
 			void *h, uint64_t size);
+/* Restart: the stream shows @mtime_ns (ns since the epoch: when its earlier
+ * life last changed it) as its mtime until its next byte, instead of this
+ * life's start; ls -l, ls -t and find -newer then see the job's times.
+ * ROUTER_SUCCESS, ROUTER_ERR_BAD_PARAM or ROUTER_ERR_NOT_FOUND. */
+int router_stream_restore_mtime(router_job_t *job, uint32_t rank,
+				uint32_t channel, uint64_t mtime_ns);
 /*
  * Restart: bytes [@at, @at + @n) of @rank's adopted @channel history that
  * the adopted merged view lacks (the daemon died before it stored the

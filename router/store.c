@@ -133,11 +133,23 @@ int router_job_adopt_store(router_job_t *job, void *jh)
 	return ROUTER_SUCCESS;
 }
 
+/* @job's stream of @rank (or its merged view) on @channel; NULL if none. */
+static struct stream *restored_stream(router_job_t *job, uint32_t rank,
+				      uint32_t channel)
+{
+	int ci = channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR;
+	router_rank_t *rk;
+
+	if (rank == ROUTER_RANK_WILDCARD)
+		return &job->m[ci].s;
+	rk = router_job_rank(job, rank);
+	return rk ? &rk->ch[ci].s : NULL;
+}
+
 int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
 			void *h, uint64_t size)
 {
 	struct stream *s;
-	router_rank_t *rk;
 
 	if (!job || !h || (channel != ROUTER_CH_STDOUT &&
 			   channel != ROUTER_CH_STDERR))
@@ -146,15 +158,23 @@ int router_stream_adopt(router_job_t *job, uint32_t rank, uint32_t channel,
 		return ROUTER_ERR_NOT_AVAILABLE;
 	if (!job->store)
 		return ROUTER_ERR_BAD_PARAM; /* router_job_adopt_store() first */
-	if (rank == ROUTER_RANK_WILDCARD) {
-		s = &job->m[channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR].s;
-	} else {
-		rk = router_job_rank(job, rank);
-		if (!rk)
-			return ROUTER_ERR_NOT_FOUND;
-		s = &rk->ch[channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR].s;
-	}
-	return stream_adopt(s, h, size);
+	s = restored_stream(job, rank, channel);
+	return s ? stream_adopt(s, h, size) : ROUTER_ERR_NOT_FOUND;
+}
+
+int router_stream_restore_mtime(router_job_t *job, uint32_t rank,
+				uint32_t channel, uint64_t mtime_ns)
+{
+	struct stream *s;
+
+	if (!job || !mtime_ns ||
+	    (channel != ROUTER_CH_STDOUT && channel != ROUTER_CH_STDERR))
+		return ROUTER_ERR_BAD_PARAM;
+	s = restored_stream(job, rank, channel);
+	if (!s)
+		return ROUTER_ERR_NOT_FOUND;
+	s->mtime_ns = mtime_ns;
+	return ROUTER_SUCCESS;
 }
 
 /* @rank of @job and the index of @channel (stdout or stderr) for a

@@ -34,10 +34,23 @@ for k in started ended; do
 	v=$(date -d "$(info_get "$MNT/st/0/info" $k)" +%s) || fail "st: $k is not a time: $(hist)"
 	[ "$v" -ge "$t0" ] && [ "$v" -le "$(date +%s)" ] || fail "st: $k $v not in [$t0, now]"
 done
+# ... and its files' times: what ls -l, ls -t and find -newer show is
+# when it printed, not when the daemon came back (before: every restored
+# file and directory had the restart's time)
+stamps() { stat -c '%n %Y' "$MNT/st" "$MNT/st/0" "$MNT/st/"{stdout,stderr,stdin} "$MNT/st/0/"{stdout,stderr,stdin,info}; }
+stamps0=$(stamps)
+tstop=$(date +%s)
 stop_daemon
+# the restart in a later second than every file's last change
+after() { [ "$(date +%s)" -gt "$1" ]; }
+wait_for 3 after "$tstop" || fail "the clock did not move"
 start_daemon -o spool="$SP"
 wait_for 10 test -d "$MNT/a/2" || fail "job a not restored"
 assert_eq "st: stdin_bytes and times after the restart" "$hist0" "$(hist)"
+while read -r f m; do
+	[ "$m" -ge "$t0" ] && [ "$m" -le "$tstop" ] ||
+		fail "st: $f's mtime $m after the restart is not its earlier life's (in [$t0, $tstop]): before $(grep -F "$f " <<<"$stamps0")"
+done < <(stamps)
 # ... and after a second one (the first restart's completion rewrote `state`)
 stop_daemon
 start_daemon -o spool="$SP"
