@@ -361,7 +361,7 @@ void run_link_fallback(struct run_link *l, const char *why)
 		l->warned = true;
 		run_log(l->log, LOG_WARNING, "%s; %s", why,
 			l->o->strict ? "giving up (--strict)"
-				     : "output continues on this terminal");
+				     : "output continues on iofs-run's own stdout and stderr");
 	}
 	if (l->o->strict && !l->failed_strict) {
 		l->failed_strict = true;
