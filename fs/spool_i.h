@@ -62,6 +62,8 @@ struct spool_file {
 	uint64_t seen;	  /* epoch of the walk that saw it still held */
 	uint64_t in_view; /* a rank file: its bytes [0, in_view) are in its
 			   * merged view (spool_mview_cover(), at restore) */
+	uint64_t cov;	  /* a rank file: records of its view that a cap
+			   * punched held its bytes [0, cov) (spool_mcov.c) */
 	struct spool_mview *mv; /* a merged view's index, NULL: plain file */
 	bool spliced; /* O_APPEND cleared for splice_in (position at its end) */
 	bool listed;  /* on sp->lru (plain files; a view's stay open) */
@@ -111,8 +113,16 @@ uint64_t spool_mview_held_from(struct spool_file *f);
 /* Restart: set each rank file's in_view from the view's records, and
  * @last_rank to the rank whose bytes end the view (SPOOL_NO_RANK: a
  * literal piece does).  0; 1 when the records cannot tell (literal rank
- * bytes, a punched prefix: in_view stays 0, complete nothing); or -errno. */
+ * bytes, a punched prefix whose `<ch>.cov` is gone: in_view stays 0,
+ * complete nothing); or -errno.  Also loads the rank files' cov. */
 int spool_mview_cover(struct spool_file *f, uint32_t *last_rank);
+/* What the punched records of job @j's view of channel @ci held
+ * (spool_mcov.c, `<ch>.cov`): save writes each rank file's cov (0 or
+ * -errno, logged); load raises each rank file's cov to what the file says
+ * (0; 1 when there is no such file or it is not one; -errno). */
+int spool_mcov_save(struct spool_job *j, int ci);
+int spool_mcov_load(struct spool_job *j, int ci);
+void spool_mcov_discard(struct spool_job *j, int ci);
 /* What the view's files take: its index and its literal bytes. */
 uint64_t spool_mview_disk(const struct spool_file *f);
 void spool_mview_close(struct spool_file *f, bool discard);

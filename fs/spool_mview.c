@@ -81,6 +81,10 @@ struct spool_mview {
 	 * too (spool_mview_disk()); never read again. */
 	uint64_t punched;
 	uint64_t lit_punched; /* [0, lit_punched) of <ch>.lit: a hole */
+	/* The rank files' cov says all that the punched records held (a new
+	 * view, or `<ch>.cov` loaded): only then is it saved at a punch, so
+	 * an earlier version's punch never leaves a partial one. */
+	bool cov_ok;
 	uint64_t flags;   /* MV_F_* (header) */
 	uint64_t tag_off; /* the last tag written */
 	uint32_t taglen;
@@ -253,6 +257,7 @@ int spool_mview_open(struct spool_job *j, int ci, bool create,
 	if (create) {
 		char hdr[MV_HDR] = MV_MAGIC;
 
+		f->mv->cov_ok = true; /* nothing punched yet */
 		rc = pwrite(f->fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr)
 			 ? 0
 			 : -EIO;
@@ -597,6 +602,46 @@ void spool_mview_drop(struct spool_file *f, uint64_t to)
 						"those bytes again)");
 }
 
+/* Raise the rank files' in_view (@to_cov: cov) to what records [@from,
+ * @to) hold of them (a record with rank bytes, or a literal one that says
+ * whose: XML); *@last the last record read.  0 or -errno. */
+static int walk_covers(struct spool_file *f, uint64_t from, uint64_t to,
+		       bool to_cov, struct mv_rec *last)
+{
+	struct mv_rec *rs = malloc(MV_WALK * sizeof(*rs));
+
+	if (!rs)
+		return -ENOMEM;
+	for (uint64_t i = from; i < to;) {
+		size_t cnt = to - i < MV_WALK ? (size_t)(to - i) : MV_WALK;
+		int rc = pread_full(f->fd, rs, cnt * sizeof(*rs),
+				    MV_HDR + i * sizeof(*rs));
+
+		if (rc < 0) {
+			free(rs);
+			return rc;
+		}
+		for (size_t k = 0; k < cnt; k++) {
+			struct spool_file *rf;
+			uint64_t *at;
+
+			if (rs[k].rank == SPOOL_NO_RANK)
+				continue;
+			rf = spool_rank_find(f->j, f->ci, rs[k].rank);
+			if (!rf)
+				continue;
+			at = to_cov ? &rf->cov : &rf->in_view;
+			if (rs[k].roff + rs[k].rlen > *at)
+				*at = rs[k].roff + rs[k].rlen;
+		}
+		if (last)
+			*last = rs[cnt - 1];
+		i += cnt;
+	}
+	free(rs);
+	return 0;
+}
+
 static bool punch(int fd, uint64_t *done, uint64_t to)
 {
 	to &= ~(uint64_t)(MV_IDX_KEEP - 1); /* whole blocks */
@@ -617,7 +662,7 @@ static void view_punch(struct spool_file *f)
 {
 	struct spool_mview *mv = f->mv;
 	struct mv_rec r;
-	uint64_t i, lit;
+	uint64_t i, lit, to;
 
 	if (f->j->sp->no_punch || !mv->n)
 		return;
@@ -630,6 +675,14 @@ static void view_punch(struct spool_file *f)
 	lit = r.lit_off;
 	if (r.taglen && r.tag_off < lit)
 		lit = r.tag_off;
+	/* what the records to be punched hold of each rank, kept first: a
+	 * restart after a crash completes the view from it */
+	to = (MV_HDR + i * sizeof(r)) & ~(uint64_t)(MV_IDX_KEEP - 1);
+	if (mv->cov_ok && to > mv->punched &&
+	    (walk_covers(f, (mv->punched - MV_HDR) / sizeof(r),
+			 (to - MV_HDR) / sizeof(r), true, NULL) < 0 ||
+	     spool_mcov_save(f->j, f->ci) < 0))
+		return; /* punched later, or never: disk, not bytes */
 	if (!punch(f->fd, &mv->punched, MV_HDR + i * sizeof(r)) ||
 	    !punch(mv->lfd, &mv->lit_punched, lit))
 		spool_log(f->j->sp, f->j->name,
@@ -702,39 +755,26 @@ int spool_mview_cover(struct spool_file *f, uint32_t *last_rank)
 {
 	struct spool_mview *mv = f->mv;
 	struct spool_job *j = f->j;
-	struct mv_rec *rs;
+	struct mv_rec last;
+	int rc;
 
 	*last_rank = SPOOL_NO_RANK;
 	for (size_t k = 0; k < j->nrf[f->ci]; k++)
-		j->rf[f->ci][k]->in_view = 0;
-	if ((mv->flags & MV_F_LITERAL) || rec_first(mv) > 0)
+		j->rf[f->ci][k]->in_view = j->rf[f->ci][k]->cov = 0;
+	/* the punched records' part (and later punches build on it) */
+	rc = spool_mcov_load(j, f->ci);
+	if (rc < 0)
+		return rc;
+	mv->cov_ok = mv->punched <= MV_IDX_KEEP || rc == 0;
+	if ((mv->flags & MV_F_LITERAL) || !mv->cov_ok)
 		return 1;
-	if (!(rs = malloc(MV_WALK * sizeof(*rs))))
-		return -ENOMEM;
-	for (uint64_t i = 0; i < mv->n;) {
-		size_t cnt = mv->n - i < MV_WALK ? (size_t)(mv->n - i) : MV_WALK;
-		int rc = pread_full(f->fd, rs, cnt * sizeof(*rs),
-				    MV_HDR + i * sizeof(*rs));
-
-		if (rc < 0) {
-			free(rs);
-			return rc;
-		}
-		for (size_t k = 0; k < cnt; k++) {
-			struct spool_file *rf;
-
-			if (rs[k].rank == SPOOL_NO_RANK)
-				continue;
-			rf = spool_rank_find(j, f->ci, rs[k].rank);
-			if (rf && rs[k].roff + rs[k].rlen > rf->in_view)
-				rf->in_view = rs[k].roff + rs[k].rlen;
-		}
-		if (i + cnt == mv->n) /* the view ends with this piece */
-			*last_rank = ends_open(f, &rs[cnt - 1]);
-		i += cnt;
-	}
-	free(rs);
-	return 0;
+	for (size_t k = 0; k < j->nrf[f->ci]; k++)
+		j->rf[f->ci][k]->in_view = j->rf[f->ci][k]->cov;
+	/* the records before the hole are zeros: they hold nothing */
+	rc = mv->n ? walk_covers(f, 0, mv->n, false, &last) : 0;
+	if (rc == 0 && mv->n) /* the view ends with this piece */
+		*last_rank = ends_open(f, &last);
+	return rc;
 }
 
 uint64_t spool_mview_disk(const struct spool_file *f)
@@ -758,6 +798,7 @@ void spool_mview_close(struct spool_file *f, bool discard)
 		if (discard) {
 			snprintf(name, sizeof(name), "%s.lit", ch_name(f->ci));
 			unlinkat(f->j->dirfd, name, 0);
+			spool_mcov_discard(f->j, f->ci);
 		}
 	}
 	free(mv->rbuf);

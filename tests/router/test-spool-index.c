@@ -389,8 +389,8 @@ static char *unmerge(const char *v, size_t n, const char *ns, uint32_t r,
  * Then the spool restarted (*h2, *sp2): job @ns, and its merged stdout
  * (*vlen bytes, the caller's to free). */
 static char *killed_view(struct sp *s, int (*daemon)(struct sp *s),
-			 const char *ns, struct h **h2, spool_t **sp2,
-			 router_job_t **job, size_t *vlen)
+			 const char *ns, uint64_t cap, struct h **h2,
+			 spool_t **sp2, router_job_t **job, size_t *vlen)
 {
 	int status;
 	pid_t pid = fork();
@@ -402,7 +402,7 @@ static char *killed_view(struct sp *s, int (*daemon)(struct sp *s),
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	/* this process's router never had the job */
-	*h2 = restart(s, sp2, 0, 0);
+	*h2 = restart(s, sp2, cap, 0);
 	*job = router_job_lookup((*h2)->r, ns);
 	assert_non_null(*job);
 	return merged(*job, ROUTER_CH_STDOUT, vlen);
@@ -434,33 +434,49 @@ static int killed_random(struct sp *s)
 static char *unmerge_xml(const char *v, size_t n, const char *ns, uint32_t r,
 			 size_t *len);
 
-/* Run @daemon killed (killed_view): the restarted view of job @ns (tagged
- * text, or XML with @xml) holds each of its 5 ranks' bytes exactly once. */
+/* Run @daemon killed (killed_view) with a per-stream cap @cap (0: none):
+ * the restarted view of job @ns (tagged text, or XML with @xml) holds each
+ * of its 5 ranks' bytes exactly once; under the cap, what the rank file
+ * still holds of them from some byte on, to the rank's last. */
 static void killed_check(int (*daemon)(struct sp *s), const char *ns,
-			 bool xml)
+			 bool xml, uint64_t cap)
 {
-	struct sp *s = sp_caps(0, 0, 0);
+	struct sp *s = sp_caps(cap, 0, 0);
 	char *view, *want, *got;
-	size_t vlen, wlen, glen, total = 0;
+	size_t vlen, wlen, glen, total = 0, skip = 0;
 	spool_t *sp2;
 	struct h *h2;
 	router_job_t *job;
 
-	view = killed_view(s, daemon, ns, &h2, &sp2, &job, &vlen);
+	view = killed_view(s, daemon, ns, cap, &h2, &sp2, &job, &vlen);
+	/* a view a cap cut starts at a piece, maybe in a line: from the
+	 * next line on (a rank's bytes from one on, still) */
+	if (cap) {
+		const char *nl = memchr(view, '\n', vlen);
+
+		assert_non_null(nl);
+		skip = (size_t)(nl - view) + 1;
+	}
 	for (uint32_t r = 0; r < 5; r++) {
 		want = malloc(1u << 20);
 		assert_non_null(want);
 		wlen = read_all(job, r, ROUTER_CH_STDOUT, want, 1u << 20);
 		assert_true(wlen > 10000);
-		got = xml ? unmerge_xml(view, vlen, ns, r, &glen)
-			  : unmerge(view, vlen, ns, r, want, wlen, &glen);
-		assert_int_equal(glen, wlen);
-		assert_memory_equal(got, want, wlen);
+		got = xml ? unmerge_xml(view + skip, vlen - skip, ns, r, &glen)
+			  : unmerge(view + skip, vlen - skip, ns, r, want,
+				    wlen, &glen);
+		if (cap) { /* the rank's bytes from one on, to its last */
+			assert_true(glen > 0 && glen <= wlen);
+			assert_memory_equal(got, want + wlen - glen, glen);
+		} else {
+			assert_int_equal(glen, wlen);
+			assert_memory_equal(got, want, wlen);
+		}
 		total += wlen;
 		free(got);
 		free(want);
 	}
-	assert_true(vlen > total);
+	assert_true(cap || vlen > total);
 	free(view);
 	h_free(h2);
 	spool_free(sp2);
@@ -479,7 +495,32 @@ static void killed_check(int (*daemon)(struct sp *s), const char *ns,
 static void index_killed_restart(void **state)
 {
 	(void)state;
-	killed_check(killed_random, "kd", false);
+	killed_check(killed_random, "kd", false, 0);
+}
+
+/* index_killed_capped's daemon: killed_random, and the view's index was
+ * punched (0, or 1 if not: the case not made). */
+static int killed_punched(struct sp *s)
+{
+	char path[sizeof(s->dir) + 16];
+
+	killed_random(s);
+	snprintf(path, sizeof(path), "%s/0/stdout.cov", s->dir);
+	return access(path, F_OK) != 0;
+}
+
+/*
+ * The same kill under a 16 KiB stream cap: the ranks' oldest bytes are
+ * evicted and the view's records of them punched out of its index (the
+ * index's start a hole).  The restart still completes the view, from what
+ * those records held (`stdout.cov`, fs/spool_mcov.c): each rank's bytes
+ * to its last, once.  Before, the records could not tell and the view
+ * lacked its last batch.
+ */
+static void index_killed_capped(void **state)
+{
+	(void)state;
+	killed_check(killed_punched, "kd", false, 16 * 1024);
 }
 
 /* index_killed_before_view's daemon: a line and a partial line per rank,
@@ -517,7 +558,8 @@ static void index_killed_before_view(void **state)
 
 	(void)state;
 	/* the case (exit status 0): no view file */
-	view = killed_view(s, killed_before_view, "kv", &h2, &sp2, &job, &vlen);
+	view = killed_view(s, killed_before_view, "kv", 0, &h2, &sp2, &job,
+			   &vlen);
 	for (uint32_t r = 0; r < n; r++) {
 		wlen = (size_t)snprintf(want, sizeof(want), "rank %u\nhalf", r);
 		got = unmerge(view, vlen, "kv", r, want, wlen, &glen);
@@ -658,7 +700,7 @@ static char *unmerge_xml(const char *v, size_t n, const char *ns, uint32_t r,
 static void index_killed_xml(void **state)
 {
 	(void)state;
-	killed_check(killed_xml, "kx", true);
+	killed_check(killed_xml, "kx", true, 0);
 }
 
 int main(void)
@@ -674,6 +716,7 @@ int main(void)
 	    cmocka_unit_test(index_killed_restart),
 	    cmocka_unit_test(index_killed_before_view),
 	    cmocka_unit_test(index_killed_xml),
+	    cmocka_unit_test(index_killed_capped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the punched records of a merged view held: `<ch>.cov`.
+ *
+ * A cap that evicts a rank's bytes punches the view's records of them out
+ * of its index (spool_mview.c view_punch()).  Those records were the only
+ * place that said how far into each rank the view had got, and a restart
+ * after kill -9 needs that to put the view's unstored tail back once
+ * (spool_mview_cover(), fs/spool_restore.c complete_view()).  So before a
+ * punch, the covers of the records it takes are folded into each rank
+ * file's `cov` and written here: a magic, then one (rank, cover) pair per
+ * rank with a cover, through `<ch>.cov.tmp` and a rename.  After a crash
+ * the file is the old one or the new one, whole; either is right, since
+ * the records not punched yet say the rest.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/safe_dir.h"
+#include "fs/spool_i.h"
+
+#define MC_MAGIC "IOFSMC1\n"
+#define MC_MAGIC_LEN 8u
+#define MC_MAX (64u << 20) /* a file longer than this is not ours */
+
+struct mc_ent { /* on disk, host byte order (the spool is this host's) */
+	uint32_t rank, pad;
+	uint64_t cov;
+};
+
+static void mc_name(char *buf, size_t len, int ci, const char *suffix)
+{
+	snprintf(buf, len, "%s.cov%s", ci ? "stderr" : "stdout", suffix);
+}
+
+int spool_mcov_save(struct spool_job *j, int ci)
+{
+	size_t n = 0, len;
+	char tmp[24], name[24], why[256] = "";
+	uint8_t *buf;
+	ssize_t w;
+	int fd, rc = 0;
+
+	for (size_t k = 0; k < j->nrf[ci]; k++)
+		n += j->rf[ci][k]->cov > 0;
+	len = MC_MAGIC_LEN + n * sizeof(struct mc_ent);
+	if (!(buf = malloc(len)))
+		return -ENOMEM;
+	memcpy(buf, MC_MAGIC, MC_MAGIC_LEN);
+	n = 0;
+	for (size_t k = 0; k < j->nrf[ci]; k++) {
+		const struct spool_file *rf = j->rf[ci][k];
+		struct mc_ent e = {.rank = rf->rank, .cov = rf->cov};
+
+		if (rf->cov)
+			memcpy(buf + MC_MAGIC_LEN + n++ * sizeof(e), &e,
+			       sizeof(e));
+	}
+	mc_name(tmp, sizeof(tmp), ci, ".tmp");
+	mc_name(name, sizeof(name), ci, "");
+	fd = safe_file_open(j->dirfd, tmp, O_WRONLY, 0600, true, geteuid(),
+			    getegid(), why, sizeof(why));
+	if (fd < 0) {
+		rc = fd;
+		goto out_free;
+	}
+	w = write(fd, buf, len);
+	if (w != (ssize_t)len)
+		rc = w < 0 ? -errno : -ENOSPC;
+	if (close(fd) != 0 && !rc)
+		rc = -errno;
+	if (!rc && renameat(j->dirfd, tmp, j->dirfd, name) != 0)
+		rc = -errno;
+	if (rc)
+		unlinkat(j->dirfd, tmp, 0);
+out_free:
+	if (rc)
+		spool_log(j->sp, j->name,
+			  why[0] ? why
+				 : "merged view: cannot record what a cap cut "
+				   "(its disk space stays until it can)");
+	free(buf);
+	return rc;
+}
+
+int spool_mcov_load(struct spool_job *j, int ci)
+{
+	char name[24];
+	struct stat st;
+	uint8_t *buf = NULL;
+	size_t n;
+	int fd, rc;
+
+	mc_name(name, sizeof(name), ci, "");
+	fd = openat(j->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 1 : -errno;
+	rc = 1; /* not ours: the view cannot say */
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size < (off_t)MC_MAGIC_LEN || st.st_size > (off_t)MC_MAX ||
+	    ((size_t)st.st_size - MC_MAGIC_LEN) % sizeof(struct mc_ent))
+		goto out_close;
+	if (!(buf = malloc((size_t)st.st_size))) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
+	if (pread_full(fd, buf, (size_t)st.st_size, 0) < 0 ||
+	    memcmp(buf, MC_MAGIC, MC_MAGIC_LEN) != 0)
+		goto out_free;
+	n = ((size_t)st.st_size - MC_MAGIC_LEN) / sizeof(struct mc_ent);
+	for (size_t i = 0; i < n; i++) {
+		struct mc_ent e;
+		struct spool_file *rf;
+
+		memcpy(&e, buf + MC_MAGIC_LEN + i * sizeof(e), sizeof(e));
+		rf = spool_rank_find(j, ci, e.rank);
+		if (rf && e.cov > rf->cov)
+			rf->cov = e.cov;
+	}
+	rc = 0;
+out_free:
+	free(buf);
+out_close:
+	close(fd);
+	return rc;
+}
+
+void spool_mcov_discard(struct spool_job *j, int ci)
+{
+	char name[24];
+
+	mc_name(name, sizeof(name), ci, "");
+	unlinkat(j->dirfd, name, 0);
+	mc_name(name, sizeof(name), ci, ".tmp"); /* a crash's */
+	unlinkat(j->dirfd, name, 0);
+}
