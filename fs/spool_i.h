@@ -117,10 +117,10 @@ uint64_t spool_mview_held_from(struct spool_file *f);
  * complete nothing); or -errno.  Also loads the rank files' cov. */
 int spool_mview_cover(struct spool_file *f, uint32_t *last_rank);
 /* What the punched records of job @j's view of channel @ci held
- * (spool_mcov.c, `<ch>.cov`): save writes each rank file's cov (0 or
- * -errno, logged); load raises each rank file's cov to what the file says
+ * (spool_mcov.c, `<ch>.cov`): save writes each rank file's cov (the
+ * file's length, or -errno, logged); load raises each rank file's cov to what the file says
  * (0; 1 when there is no such file or it is not one; -errno). */
-int spool_mcov_save(struct spool_job *j, int ci);
+ssize_t spool_mcov_save(struct spool_job *j, int ci);
 int spool_mcov_load(struct spool_job *j, int ci);
 void spool_mcov_discard(struct spool_job *j, int ci);
 /* What the view's files take: its index and its literal bytes. */

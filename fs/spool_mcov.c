@@ -38,7 +38,7 @@ static void mc_name(char *buf, size_t len, int ci, const char *suffix)
 	snprintf(buf, len, "%s.cov%s", ci ? "stderr" : "stdout", suffix);
 }
 
-int spool_mcov_save(struct spool_job *j, int ci)
+ssize_t spool_mcov_save(struct spool_job *j, int ci)
 {
 	size_t n = 0, len;
 	char tmp[24], name[24], why[256] = "";
@@ -85,7 +85,7 @@ out_free:
 				 : "merged view: cannot record what a cap cut "
 				   "(its disk space stays until it can)");
 	free(buf);
-	return rc;
+	return rc ? rc : (ssize_t)len;
 }
 
 int spool_mcov_load(struct spool_job *j, int ci)

@@ -85,6 +85,7 @@ struct spool_mview {
 	 * view, or `<ch>.cov` loaded): only then is it saved at a punch, so
 	 * an earlier version's punch never leaves a partial one. */
 	bool cov_ok;
+	uint64_t cov_len; /* the length of `<ch>.cov` when last written */
 	uint64_t flags;   /* MV_F_* (header) */
 	uint64_t tag_off; /* the last tag written */
 	uint32_t taglen;
@@ -676,13 +677,20 @@ static void view_punch(struct spool_file *f)
 	if (r.taglen && r.tag_off < lit)
 		lit = r.tag_off;
 	/* what the records to be punched hold of each rank, kept first: a
-	 * restart after a crash completes the view from it */
+	 * restart after a crash completes the view from it.  The file is
+	 * written whole (16 bytes a rank): not before as much index is to
+	 * be freed, so that it never writes more than it frees. */
 	to = (MV_HDR + i * sizeof(r)) & ~(uint64_t)(MV_IDX_KEEP - 1);
-	if (mv->cov_ok && to > mv->punched &&
-	    (walk_covers(f, (mv->punched - MV_HDR) / sizeof(r),
-			 (to - MV_HDR) / sizeof(r), true, NULL) < 0 ||
-	     spool_mcov_save(f->j, f->ci) < 0))
-		return; /* punched later, or never: disk, not bytes */
+	if (mv->cov_ok && to > mv->punched) {
+		ssize_t len;
+
+		if (to - mv->punched < mv->cov_len ||
+		    walk_covers(f, (mv->punched - MV_HDR) / sizeof(r),
+				(to - MV_HDR) / sizeof(r), true, NULL) < 0 ||
+		    (len = spool_mcov_save(f->j, f->ci)) < 0)
+			return; /* punched later, or never: disk, not bytes */
+		mv->cov_len = (uint64_t)len;
+	}
 	if (!punch(f->fd, &mv->punched, MV_HDR + i * sizeof(r)) ||
 	    !punch(mv->lfd, &mv->lit_punched, lit))
 		spool_log(f->j->sp, f->j->name,
