@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the punched records of a merged view held: `<ch>.cov`.
+ * What a merged view holds of each rank, for a restart after kill -9
+ * (spool_mview_cover(): the records, and `<ch>.cov` for those a cap
+ * punched).
  *
  * A cap that evicts a rank's bytes punches the view's records of them out
  * of its index (spool_mview.c view_punch()).  Those records were the only
@@ -23,6 +25,7 @@
 
 #include "fs/safe_dir.h"
 #include "fs/spool_i.h"
+#include "fs/spool_mview_i.h"
 
 #define MC_MAGIC "IOFSMC1\n"
 #define MC_MAGIC_LEN 8u
@@ -138,4 +141,86 @@ void spool_mcov_discard(struct spool_job *j, int ci)
 	unlinkat(j->dirfd, name, 0);
 	mc_name(name, sizeof(name), ci, ".tmp"); /* a crash's */
 	unlinkat(j->dirfd, name, 0);
+}
+
+/* Raise the rank files' in_view (@to_cov: cov) to what records [@from,
+ * @to) hold of them (a record with rank bytes, or a literal one that says
+ * whose: XML); *@last the last record read.  0 or -errno. */
+int mview_walk_covers(struct spool_file *f, uint64_t from, uint64_t to,
+		      bool to_cov, struct mv_rec *last)
+{
+	struct mv_rec *rs = malloc(MV_WALK * sizeof(*rs));
+
+	if (!rs)
+		return -ENOMEM;
+	for (uint64_t i = from; i < to;) {
+		size_t cnt = to - i < MV_WALK ? (size_t)(to - i) : MV_WALK;
+		int rc = pread_full(f->fd, rs, cnt * sizeof(*rs),
+				    MV_HDR + i * sizeof(*rs));
+
+		if (rc < 0) {
+			free(rs);
+			return rc;
+		}
+		for (size_t k = 0; k < cnt; k++) {
+			struct spool_file *rf;
+			uint64_t *at;
+
+			if (rs[k].rank == SPOOL_NO_RANK)
+				continue;
+			rf = spool_rank_find(f->j, f->ci, rs[k].rank);
+			if (!rf)
+				continue;
+			at = to_cov ? &rf->cov : &rf->in_view;
+			if (rs[k].roff + rs[k].rlen > *at)
+				*at = rs[k].roff + rs[k].rlen;
+		}
+		if (last)
+			*last = rs[cnt - 1];
+		i += cnt;
+	}
+	free(rs);
+	return 0;
+}
+
+/* The rank whose line the view ends in, after its last record @r: its
+ * rank's; not after a literal record (XML) whose last byte ends a line. */
+static uint32_t ends_open(struct spool_file *f, const struct mv_rec *r)
+{
+	char c;
+
+	if (r->rlen)
+		return r->rank;
+	if (r->rank == SPOOL_NO_RANK || !r->plen)
+		return SPOOL_NO_RANK;
+	if (pread(f->mv->lfd, &c, 1, (off_t)(r->lit_off + r->plen - 1)) == 1 &&
+	    c == '\n')
+		return SPOOL_NO_RANK;
+	return r->rank;
+}
+
+int spool_mview_cover(struct spool_file *f, uint32_t *last_rank)
+{
+	struct spool_mview *mv = f->mv;
+	struct spool_job *j = f->j;
+	struct mv_rec last;
+	int rc;
+
+	*last_rank = SPOOL_NO_RANK;
+	for (size_t k = 0; k < j->nrf[f->ci]; k++)
+		j->rf[f->ci][k]->in_view = j->rf[f->ci][k]->cov = 0;
+	/* the punched records' part (and later punches build on it) */
+	rc = spool_mcov_load(j, f->ci);
+	if (rc < 0)
+		return rc;
+	mv->cov_ok = mv->punched <= MV_IDX_KEEP || rc == 0;
+	if ((mv->flags & MV_F_LITERAL) || !mv->cov_ok)
+		return 1;
+	for (size_t k = 0; k < j->nrf[f->ci]; k++)
+		j->rf[f->ci][k]->in_view = j->rf[f->ci][k]->cov;
+	/* the records before the hole are zeros: they hold nothing */
+	rc = mv->n ? mview_walk_covers(f, 0, mv->n, false, &last) : 0;
+	if (rc == 0 && mv->n) /* the view ends with this piece */
+		*last_rank = ends_open(f, &last);
+	return rc;
 }

@@ -27,78 +27,7 @@
 
 #include "fs/safe_dir.h"
 #include "fs/spool_i.h"
-
-#define MV_MAGIC "IOFSMV1\n"
-#define MV_HDR 64u
-/* The index's first block (the header, the first records) stays. */
-#define MV_IDX_KEEP 4096u
-/* A tag is written again once this far behind the literal file's end, so
- * that the records after a cap's cut never name a tag in the part of the
- * literal file the cut punched out. */
-#define MV_TAG_REFRESH (1u << 20)
-#define MV_RBUF (64u << 10) /* rank bytes read at a time */
-#define MV_TAG_MAX 512u
-#define MV_WALK 128u /* records read at a time by held_from() */
-/* Header: the magic, drop_to at 8, flags at 16. */
-#define MV_HDR_FLAGS 16u
-/* Some piece with rank bytes is stored as literal bytes without saying
- * whose (a rank whose store failed...): the records do not say what of
- * each rank the view holds, so a restart cannot complete the view
- * (spool_mview_cover).  Literal pieces that say it (XML) do not set it. */
-#define MV_F_LITERAL 1u
-
-struct mv_rec { /* on disk, host byte order (the spool is this host's) */
-	uint64_t moff, mlen;   /* the piece in the view */
-	uint64_t lit_off;      /* its literal prefix in <ch>.lit */
-	uint64_t roff, rlen;   /* its range of the rank's file; rlen 0 and
-				* a rank: all literal, holding that rank's
-				* bytes up to roff (XML) */
-	uint64_t tag_off;      /* the line tag in <ch>.lit */
-	uint32_t plen, taglen; /* prefix and tag bytes */
-	uint32_t rank;	       /* SPOOL_NO_RANK: literal only */
-	uint32_t check;
-};
-
-struct mv_cur { /* a position inside record @i */
-	bool ok;
-	uint64_t i;
-	struct mv_rec rec;
-	uint64_t mrel; /* view bytes of the record before it */
-	uint64_t rpos; /* rank bytes before it */
-	uint32_t tpos; /* tag bytes before it, while in_tag */
-	bool in_tag;
-};
-
-struct spool_mview {
-	int lfd;      /* <ch>.lit */
-	uint64_t n;   /* records */
-	uint64_t size; /* view bytes */
-	uint64_t lit_end;
-	uint64_t drop_to, valid_from;
-	/* [MV_IDX_KEEP, punched) of the index is a hole: the records of
-	 * what no longer holds its rank bytes (below valid_from), punched
-	 * so that the caps' eviction of the ranks frees the view's disk
-	 * too (spool_mview_disk()); never read again. */
-	uint64_t punched;
-	uint64_t lit_punched; /* [0, lit_punched) of <ch>.lit: a hole */
-	/* The rank files' cov says all that the punched records held (a new
-	 * view, or `<ch>.cov` loaded): only then is it saved at a punch, so
-	 * an earlier version's punch never leaves a partial one. */
-	bool cov_ok;
-	uint64_t cov_len; /* the length of `<ch>.cov` when last written */
-	uint64_t flags;   /* MV_F_* (header) */
-	uint64_t tag_off; /* the last tag written */
-	uint32_t taglen;
-	char tag[MV_TAG_MAX];
-	struct mv_cur cur;
-	uint8_t *rbuf; /* rank bytes [rb_off, rb_off + rb_len) of rb_rank */
-	uint64_t rb_off;
-	size_t rb_len;
-	uint32_t rb_rank;
-	char rtag[MV_TAG_MAX]; /* the tag last read, at rtag_off */
-	uint64_t rtag_off;
-	uint32_t rtag_len;
-};
+#include "fs/spool_mview_i.h"
 
 static void view_punch(struct spool_file *f);
 
@@ -503,18 +432,6 @@ static int cur_load(struct spool_file *f, uint64_t i)
 	return 0;
 }
 
-/* The first record not in the punched prefix. */
-static uint64_t rec_first(const struct spool_mview *mv)
-{
-	/* record i is [MV_HDR + 64 i, MV_HDR + 64 (i + 1)): the one at
-	 * @punched is the first after the hole */
-	uint64_t i = mv->punched > MV_IDX_KEEP
-			 ? (mv->punched - MV_HDR) / sizeof(struct mv_rec)
-			 : 0;
-
-	return i < mv->n ? i : 0;
-}
-
 /* The record holding view offset @off (< size). */
 static uint64_t rec_find(struct spool_file *f, uint64_t off)
 {
@@ -603,46 +520,6 @@ void spool_mview_drop(struct spool_file *f, uint64_t to)
 						"those bytes again)");
 }
 
-/* Raise the rank files' in_view (@to_cov: cov) to what records [@from,
- * @to) hold of them (a record with rank bytes, or a literal one that says
- * whose: XML); *@last the last record read.  0 or -errno. */
-static int walk_covers(struct spool_file *f, uint64_t from, uint64_t to,
-		       bool to_cov, struct mv_rec *last)
-{
-	struct mv_rec *rs = malloc(MV_WALK * sizeof(*rs));
-
-	if (!rs)
-		return -ENOMEM;
-	for (uint64_t i = from; i < to;) {
-		size_t cnt = to - i < MV_WALK ? (size_t)(to - i) : MV_WALK;
-		int rc = pread_full(f->fd, rs, cnt * sizeof(*rs),
-				    MV_HDR + i * sizeof(*rs));
-
-		if (rc < 0) {
-			free(rs);
-			return rc;
-		}
-		for (size_t k = 0; k < cnt; k++) {
-			struct spool_file *rf;
-			uint64_t *at;
-
-			if (rs[k].rank == SPOOL_NO_RANK)
-				continue;
-			rf = spool_rank_find(f->j, f->ci, rs[k].rank);
-			if (!rf)
-				continue;
-			at = to_cov ? &rf->cov : &rf->in_view;
-			if (rs[k].roff + rs[k].rlen > *at)
-				*at = rs[k].roff + rs[k].rlen;
-		}
-		if (last)
-			*last = rs[cnt - 1];
-		i += cnt;
-	}
-	free(rs);
-	return 0;
-}
-
 static bool punch(int fd, uint64_t *done, uint64_t to)
 {
 	to &= ~(uint64_t)(MV_IDX_KEEP - 1); /* whole blocks */
@@ -685,7 +562,7 @@ static void view_punch(struct spool_file *f)
 		ssize_t len;
 
 		if (to - mv->punched < mv->cov_len ||
-		    walk_covers(f, (mv->punched - MV_HDR) / sizeof(r),
+		    mview_walk_covers(f, (mv->punched - MV_HDR) / sizeof(r),
 				(to - MV_HDR) / sizeof(r), true, NULL) < 0 ||
 		    (len = spool_mcov_save(f->j, f->ci)) < 0)
 			return; /* punched later, or never: disk, not bytes */
@@ -741,48 +618,6 @@ uint64_t spool_mview_held_from(struct spool_file *f)
 		view_punch(f);
 	}
 	return mv->valid_from;
-}
-
-/* The rank whose line the view ends in, after its last record @r: its
- * rank's; not after a literal record (XML) whose last byte ends a line. */
-static uint32_t ends_open(struct spool_file *f, const struct mv_rec *r)
-{
-	char c;
-
-	if (r->rlen)
-		return r->rank;
-	if (r->rank == SPOOL_NO_RANK || !r->plen)
-		return SPOOL_NO_RANK;
-	if (pread(f->mv->lfd, &c, 1, (off_t)(r->lit_off + r->plen - 1)) == 1 &&
-	    c == '\n')
-		return SPOOL_NO_RANK;
-	return r->rank;
-}
-
-int spool_mview_cover(struct spool_file *f, uint32_t *last_rank)
-{
-	struct spool_mview *mv = f->mv;
-	struct spool_job *j = f->j;
-	struct mv_rec last;
-	int rc;
-
-	*last_rank = SPOOL_NO_RANK;
-	for (size_t k = 0; k < j->nrf[f->ci]; k++)
-		j->rf[f->ci][k]->in_view = j->rf[f->ci][k]->cov = 0;
-	/* the punched records' part (and later punches build on it) */
-	rc = spool_mcov_load(j, f->ci);
-	if (rc < 0)
-		return rc;
-	mv->cov_ok = mv->punched <= MV_IDX_KEEP || rc == 0;
-	if ((mv->flags & MV_F_LITERAL) || !mv->cov_ok)
-		return 1;
-	for (size_t k = 0; k < j->nrf[f->ci]; k++)
-		j->rf[f->ci][k]->in_view = j->rf[f->ci][k]->cov;
-	/* the records before the hole are zeros: they hold nothing */
-	rc = mv->n ? walk_covers(f, 0, mv->n, false, &last) : 0;
-	if (rc == 0 && mv->n) /* the view ends with this piece */
-		*last_rank = ends_open(f, &last);
-	return rc;
 }
 
 uint64_t spool_mview_disk(const struct spool_file *f)
