@@ -62,7 +62,11 @@ st=$(info_get "$MNT/ns1/info" exit_status)
 [ "$st" -ge 10 ] && [ "$st" -le 13 ] || fail "job exit_status $st, want a rank's (10-13)"
 assert_eq "job ranks" 4 "$(info_get "$MNT/ns1/info" ranks)"
 assert_eq "job_size" 4 "$(info_get "$MNT/ns1/info" job_size)"
-# the job's command line, from the server's PMIX_APP_ARGV (as PRRTE gives it)
+# the job's command line, from the server's PMIX_APP_ARGV (as PRRTE gives it);
+# the source asks for it after the job's size, one get at a time, so a job
+# that ends at once may be complete a moment before it has it
+has_command() { [ -n "$(info_get "$MNT/$1/info" command)" ]; }
+wait_for 10 has_command ns1 || fail "ns1: no command line"
 assert_eq "job command" "sh $T/rank.sh" "$(info_get "$MNT/ns1/info" command)"
 assert_eq "rank 2 command" "sh $T/rank.sh" "$(info_get "$MNT/ns1/2/info" command)"
 
@@ -85,6 +89,7 @@ assert_eq "stdout xoff/xon paired" "$x" "$y"
 # cut at a whole word, marked " [...]", the tab shown as "?"
 host_cmd "job ns2:1:echo$(printf '\t')two $(printf 'word%04d ' $(seq 1 250))"
 wait_for 20 job_done ns2 || fail "job ns2 did not end in $MNT (got: $(ls "$MNT" 2>&1))"
+wait_for 10 has_command ns2 || fail "ns2: no command line"
 c=$(info_get "$MNT/ns2/info" command)
 [[ "$c" == "echo?two word0001 word0002 "*" [...]" ]] || fail "ns2 command: '${c:0:40}...${c: -20}'"
 [ ${#c} -le 1030 ] || fail "ns2 command is ${#c} bytes"
