@@ -110,6 +110,7 @@ static void argv_request(struct ps_job *job)
 	uint32_t app = 0;
 	int timeout = 5;
 	bool yes = true;
+	pmix_status_t st;
 
 	job->argv_asked = true;
 	m = ps_op_new(ps, PS_MSG_ARGV);
@@ -124,8 +125,12 @@ static void argv_request(struct ps_job *job)
 		PMIx_Info_load(&m->info[1], PMIX_APPNUM, &app, PMIX_UINT32);
 		PMIx_Info_load(&m->info[2], PMIX_TIMEOUT, &timeout, PMIX_INT);
 	}
-	if (PMIx_Get_nb(&m->proc, PMIX_APP_ARGV, m->info, m->ninfo, pt_argv,
-			m) != PMIX_SUCCESS) {
+	st = PMIx_Get_nb(&m->proc, PMIX_APP_ARGV, m->info, m->ninfo, pt_argv,
+			 m);
+	if (st != PMIX_SUCCESS) {
+		/* e.g. the job ended and the server forgot it first */
+		ps_log(ps, LOG_INFO, "%s: no command line (PMIX_APP_ARGV: %s)",
+		       job->nspace, PMIx_Error_string(st));
 		ps_op_abort(m);
 		return;
 	}

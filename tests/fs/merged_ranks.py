@@ -8,12 +8,15 @@
 # With "xml" (after or instead of "prefix"): an XML view, every line one
 # whole element '<stdout nspace="NS" rank="R"[ cont="1"]>TEXT</stdout>',
 # TEXT escaped, cont exactly where the rank's line goes on.
+# With "suffix": a view a cap cut (it may start inside a line: its first
+# line is skipped), and each rank's bytes in it, not empty, end WANT<r>.
 import hashlib
 import re
 import sys
 
 view, ns, n, want_prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 prefix = "prefix" in sys.argv[5:]
+suffix = "suffix" in sys.argv[5:]
 xml = "xml" in sys.argv[5:]
 tag = re.compile(rb"^\[" + re.escape(ns.encode()) + rb",(\d+)\]<stdout>([:+]) ")
 elem = re.compile(rb'^<stdout nspace="' + re.escape(ns.encode()) +
@@ -30,6 +33,8 @@ got = {r: bytearray() for r in range(n)}
 bad = 0
 parts = open(view, "rb").read().split(b"\n")
 lines = [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+if suffix:
+    lines = lines[1:]
 for line in lines:
     if xml:
         m = elem.match(line)
@@ -55,9 +60,11 @@ for line in lines:
 for r in range(n):
     want = open(want_prefix + str(r), "rb").read()
     g = bytes(got[r])
-    if not xml and g.endswith(b"\n") and not want.endswith(b"\n") and g[:-1] == want[: len(g) - 1]:
+    if not xml and g.endswith(b"\n") and not want.endswith(b"\n") and \
+            (g[:-1] == want[: len(g) - 1] or (suffix and want.endswith(g[:-1]))):
         g = g[:-1]
-    ok = g == want or (prefix and want.startswith(g))
+    ok = g == want or (prefix and want.startswith(g)) or \
+        (suffix and len(g) > 0 and want.endswith(g))
     print("rank %d: %s %d bytes, want %s %d bytes: %s" % (
         r, hashlib.sha256(g).hexdigest()[:16], len(g),
         hashlib.sha256(want).hexdigest()[:16], len(want), "ok" if ok else "DIFFERENT"))

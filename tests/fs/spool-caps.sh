@@ -59,6 +59,35 @@ f=$(dirname "$(grep -lx s "$SP"/*/nspace)")/0.stdout
 assert_eq "s: file size kept" $((2 << 20)) "$(stat -c %s "$f")"
 [ $(($(stat -c %b "$f") * 512)) -le $(((256 + 8) << 10)) ] || fail "s: $(stat -c %b "$f") blocks on disk"
 log "stream cap 256K: $sb bytes kept of 2 MiB, dropped $d, tail exact, $(disk_kb s) kB on disk"
+
+stop_daemon
+
+# 1b. kill -9 under a job cap, two ranks printing lines: the cap evicts
+#     the ranks' oldest bytes (not the view's: it takes from the ranks, the
+#     view follows) and punches the merged view's records of them out of
+#     its index, which keeps what they held in stdout.cov.  The restart
+#     completes the view from the rank files (its last batch was not
+#     stored): each rank's bytes in it are the rank file's tail, to its
+#     last byte, once (before: the view's index could not tell and the
+#     view lacked its last batch).
+KC="spool=$SP,window=$W,spool_max_job=512K,spool_max_stream=none,spool_max=none"
+start_daemon -o "$KC"
+run_job kc 2 sh -c "exec $PRODUCE -l -n 1G -s \$IOFS_RANK"
+for r in 0 1; do
+	wait_for 30 size_ge "$MNT/kc/$r/stdout" $((8 << 20)) || fail "kc/$r: no output"
+done
+kill_daemon
+kill -TERM "$JOB_PID" 2>/dev/null
+wait_exit 10 "$JOB_PID" || fail "kc: forwarder did not stop"
+kcdir=$(dirname "$(grep -lx kc "$SP"/*/nspace | head -n 1)") || fail "no spool dir of kc"
+test -s "$kcdir/stdout.cov" || fail "kc: the view's index was not punched (no stdout.cov): $(ls "$kcdir")"
+start_daemon -o "$KC"
+wait_for 10 test -d "$MNT/kc/1" || fail "kc not restored"
+for r in 0 1; do timeout 30 cat "$MNT/kc/$r/stdout" >"$T/kc.want$r"; done
+timeout 30 cat "$MNT/kc/stdout" >"$T/kc.merged" || fail "kc: cat of the merged view"
+python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/kc.merged" kc 2 "$T/kc.want" suffix >"$T/kc.check" ||
+	fail "kc: the completed view does not end with each rank's bytes: $(cat "$T/kc.check")"
+log "kill -9 under the job cap: the view ($(stat -c %s "$T/kc.merged") bytes) ends with each rank's bytes, once: $(tr '\n' ' ' <"$T/kc.check")"
 stop_daemon
 
 # 2. -o spool_max_job=512K: rank 0 prints 2 MiB, rank 1 a little on
