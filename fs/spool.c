@@ -100,25 +100,35 @@ void spool_job_close(void *jh, bool discard)
 	free(j);
 }
 
-/* Write @text to `state` (through `state.tmp` and a rename: a reader after
- * a crash sees the old state or the new one, whole). */
-static void spool_job_state(void *jh, const char *text, size_t len)
+int spool_replace(struct spool_job *j, const char *name, const void *buf,
+		  size_t len)
 {
-	struct spool_job *j = jh;
-	char why[256] = "";
-	int fd = safe_file_open(j->dirfd, "state.tmp", O_WRONLY, 0600, true,
-				geteuid(), getegid(), why, sizeof(why));
-	ssize_t w = fd < 0 ? -1 : write(fd, text, len);
-	int err = w == (ssize_t)len ? 0 : w < 0 ? errno : EIO;
+	char tmp[32], why[256] = "";
+	int fd, err;
+	ssize_t w;
 
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	fd = safe_file_open(j->dirfd, tmp, O_WRONLY, 0600, true, geteuid(),
+			    getegid(), why, sizeof(why));
+	w = fd < 0 ? -1 : write(fd, buf, len);
+	err = w == (ssize_t)len ? 0 : w < 0 ? errno : ENOSPC;
 	if (fd >= 0 && close(fd) != 0 && !err)
 		err = errno;
-	if (fd < 0 || err ||
-	    renameat(j->dirfd, "state.tmp", j->dirfd, "state") != 0) {
+	if (fd < 0 || err || renameat(j->dirfd, tmp, j->dirfd, name) != 0) {
 		if (!err)
 			err = fd < 0 ? -fd : errno;
+		if (fd >= 0)
+			unlinkat(j->dirfd, tmp, 0);
 		spool_log(j->sp, j->name, why[0] ? why : strerror(err));
+		return -err;
 	}
+	return 0;
+}
+
+/* The job's `state` (spool_replace(): whole, old or new, after a crash). */
+static void spool_job_state(void *jh, const char *text, size_t len)
+{
+	(void)spool_replace(jh, "state", text, len);
 }
 
 /* Close @f's descriptor and take it off the LRU (idempotent). */

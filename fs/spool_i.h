@@ -74,6 +74,11 @@ struct spool_file {
 int pread_full(int fd, void *buf, size_t n, uint64_t off);
 /* "DIR/NAME: WHAT" at LOG_ERR */
 void spool_log(spool_t *sp, const char *name, const char *what);
+/* Replace the job's file @name by @len bytes of @buf, through `@name.tmp`
+ * and a rename: after a crash a reader sees the old file or the new one,
+ * whole.  0, or -errno (logged). */
+int spool_replace(struct spool_job *j, const char *name, const void *buf,
+		  size_t len);
 /* Open (creating; emptied if @truncate) @name in the job's directory;
  * its descriptor is one of the spool's least-recently-used ones (a view's
  * index takes it off: spool_file_pin()). */

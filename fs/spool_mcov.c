@@ -23,7 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/safe_dir.h"
 #include "fs/spool_i.h"
 #include "fs/spool_mview_i.h"
 
@@ -44,10 +43,9 @@ static void mc_name(char *buf, size_t len, int ci, const char *suffix)
 ssize_t spool_mcov_save(struct spool_job *j, int ci)
 {
 	size_t n = 0, len;
-	char tmp[24], name[24], why[256] = "";
+	char name[24];
 	uint8_t *buf;
-	ssize_t w;
-	int fd, rc = 0;
+	int rc;
 
 	for (size_t k = 0; k < j->nrf[ci]; k++)
 		n += j->rf[ci][k]->cov > 0;
@@ -64,29 +62,8 @@ ssize_t spool_mcov_save(struct spool_job *j, int ci)
 			memcpy(buf + MC_MAGIC_LEN + n++ * sizeof(e), &e,
 			       sizeof(e));
 	}
-	mc_name(tmp, sizeof(tmp), ci, ".tmp");
 	mc_name(name, sizeof(name), ci, "");
-	fd = safe_file_open(j->dirfd, tmp, O_WRONLY, 0600, true, geteuid(),
-			    getegid(), why, sizeof(why));
-	if (fd < 0) {
-		rc = fd;
-		goto out_free;
-	}
-	w = write(fd, buf, len);
-	if (w != (ssize_t)len)
-		rc = w < 0 ? -errno : -ENOSPC;
-	if (close(fd) != 0 && !rc)
-		rc = -errno;
-	if (!rc && renameat(j->dirfd, tmp, j->dirfd, name) != 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(j->dirfd, tmp, 0);
-out_free:
-	if (rc)
-		spool_log(j->sp, j->name,
-			  why[0] ? why
-				 : "merged view: cannot record what a cap cut "
-				   "(its disk space stays until it can)");
+	rc = spool_replace(j, name, buf, len);
 	free(buf);
 	return rc ? rc : (ssize_t)len;
 }
