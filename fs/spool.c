@@ -125,6 +125,31 @@ int spool_replace(struct spool_job *j, const char *name, const void *buf,
 	return 0;
 }
 
+ssize_t spool_read_file(int dirfd, const char *name, size_t max, char **out)
+{
+	struct stat st;
+	char *buf;
+	ssize_t got;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > max || !(buf = malloc((size_t)st.st_size + 1))) {
+		close(fd);
+		return -EINVAL;
+	}
+	got = pread(fd, buf, (size_t)st.st_size, 0);
+	close(fd);
+	if (got < 0) {
+		free(buf);
+		return -EIO;
+	}
+	buf[got] = '\0';
+	*out = buf;
+	return got;
+}
+
 /* The job's `state` (spool_replace(): whole, old or new, after a crash). */
 static void spool_job_state(void *jh, const char *text, size_t len)
 {

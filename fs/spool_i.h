@@ -79,6 +79,10 @@ void spool_log(spool_t *sp, const char *name, const char *what);
  * whole.  0, or -errno (logged). */
 int spool_replace(struct spool_job *j, const char *name, const void *buf,
 		  size_t len);
+/* Read small file @name of @dirfd (no links, at most @max bytes) into a
+ * NUL-terminated buffer (the caller's to free): its length, or -errno
+ * (-EINVAL: not a regular file, too long, or no memory). */
+ssize_t spool_read_file(int dirfd, const char *name, size_t max, char **out);
 /* Open (creating; emptied if @truncate) @name in the job's directory;
  * its descriptor is one of the spool's least-recently-used ones (a view's
  * index takes it off: spool_file_pin()). */

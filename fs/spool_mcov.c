@@ -16,11 +16,9 @@
  * the records not punched yet say the rest.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fs/spool_i.h"
@@ -70,29 +68,23 @@ ssize_t spool_mcov_save(struct spool_job *j, int ci)
 
 int spool_mcov_load(struct spool_job *j, int ci)
 {
-	char name[24];
-	struct stat st;
-	uint8_t *buf = NULL;
+	char name[24], *buf = NULL;
+	ssize_t len;
 	size_t n;
-	int fd, rc;
 
 	mc_name(name, sizeof(name), ci, "");
-	fd = openat(j->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 1 : -errno;
-	rc = 1; /* not ours: the view cannot say */
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_size < (off_t)MC_MAGIC_LEN || st.st_size > (off_t)MC_MAX ||
-	    ((size_t)st.st_size - MC_MAGIC_LEN) % sizeof(struct mc_ent))
-		goto out_close;
-	if (!(buf = malloc((size_t)st.st_size))) {
-		rc = -ENOMEM;
-		goto out_close;
+	len = spool_read_file(j->dirfd, name, MC_MAX, &buf);
+	if (len == -ENOENT || len == -EINVAL || len == -EIO)
+		return 1; /* none, or not ours: the view cannot say */
+	if (len < 0)
+		return (int)len;
+	if ((size_t)len < MC_MAGIC_LEN ||
+	    ((size_t)len - MC_MAGIC_LEN) % sizeof(struct mc_ent) ||
+	    memcmp(buf, MC_MAGIC, MC_MAGIC_LEN) != 0) {
+		free(buf);
+		return 1;
 	}
-	if (pread_full(fd, buf, (size_t)st.st_size, 0) < 0 ||
-	    memcmp(buf, MC_MAGIC, MC_MAGIC_LEN) != 0)
-		goto out_free;
-	n = ((size_t)st.st_size - MC_MAGIC_LEN) / sizeof(struct mc_ent);
+	n = ((size_t)len - MC_MAGIC_LEN) / sizeof(struct mc_ent);
 	for (size_t i = 0; i < n; i++) {
 		struct mc_ent e;
 		struct spool_file *rf;
@@ -102,12 +94,8 @@ int spool_mcov_load(struct spool_job *j, int ci)
 		if (rf && e.cov > rf->cov)
 			rf->cov = e.cov;
 	}
-	rc = 0;
-out_free:
 	free(buf);
-out_close:
-	close(fd);
-	return rc;
+	return 0;
 }
 
 void spool_mcov_discard(struct spool_job *j, int ci)
@@ -181,6 +169,7 @@ int spool_mview_cover(struct spool_file *f, uint32_t *last_rank)
 	struct spool_mview *mv = f->mv;
 	struct spool_job *j = f->j;
 	struct mv_rec last;
+	uint64_t keep, first;
 	int rc;
 
 	*last_rank = SPOOL_NO_RANK;
@@ -195,8 +184,14 @@ int spool_mview_cover(struct spool_file *f, uint32_t *last_rank)
 		return 1;
 	for (size_t k = 0; k < j->nrf[f->ci]; k++)
 		j->rf[f->ci][k]->in_view = j->rf[f->ci][k]->cov;
-	/* the records before the hole are zeros: they hold nothing */
-	rc = mv->n ? mview_walk_covers(f, 0, mv->n, false, &last) : 0;
+	/* the index's kept first block, then the records after the hole
+	 * (not the hole: zeros, and as long as the punched index was) */
+	keep = (MV_IDX_KEEP - MV_HDR) / sizeof(last);
+	first = rec_first(mv);
+	rc = mview_walk_covers(f, 0, first > keep ? keep : mv->n, false,
+			       &last);
+	if (rc == 0 && first > keep)
+		rc = mview_walk_covers(f, first, mv->n, false, &last);
 	if (rc == 0 && mv->n) /* the view ends with this piece */
 		*last_rank = ends_open(f, &last);
 	return rc;

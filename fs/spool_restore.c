@@ -50,33 +50,6 @@ struct rjob {
 	size_t n, cap;
 };
 
-/* Read small file @name of @dirfd (no links) into a NUL-terminated
- * buffer: its length, or -errno. */
-static ssize_t read_file(int dirfd, const char *name, size_t max, char **out)
-{
-	struct stat st;
-	char *buf;
-	ssize_t got;
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > max || !(buf = malloc((size_t)st.st_size + 1))) {
-		close(fd);
-		return -EINVAL;
-	}
-	got = pread(fd, buf, (size_t)st.st_size, 0);
-	close(fd);
-	if (got < 0) {
-		free(buf);
-		return -EIO;
-	}
-	buf[got] = '\0';
-	*out = buf;
-	return got;
-}
-
 static struct rrank *rank_add(struct rjob *jb, uint32_t id)
 {
 	for (size_t i = 0; i < jb->n; i++)
@@ -431,7 +404,7 @@ static void restore_one(spool_t *sp, router_t *r, uint64_t num,
 		j = NULL;
 		goto out_log;
 	}
-	len = read_file(j->dirfd, "nspace", ROUTER_NSPACE_MAX, &text);
+	len = spool_read_file(j->dirfd, "nspace", ROUTER_NSPACE_MAX, &text);
 	if (len < 0 || !router_nspace_valid(text, (size_t)len)) {
 		rc = len < 0 ? (int)len : -EINVAL;
 		snprintf(why, sizeof(why), "no valid nspace file");
@@ -440,7 +413,7 @@ static void restore_one(spool_t *sp, router_t *r, uint64_t num,
 	memcpy(jb.nspace, text, (size_t)len + 1);
 	free(text);
 	text = NULL;
-	len = read_file(j->dirfd, "state", STATE_MAX, &text);
+	len = spool_read_file(j->dirfd, "state", STATE_MAX, &text);
 	if ((len >= 0 && (rc = parse_state(&jb, text)) < 0) ||
 	    (rc = scan_ranks(j->dirfd, &jb)) < 0)
 		goto out_log;
