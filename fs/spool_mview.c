@@ -141,6 +141,15 @@ static int mview_load(struct spool_file *f)
 	data = mv->lit_end ? lseek(mv->lfd, 0, SEEK_DATA) : 0;
 	mv->lit_punched = data > 0 ? (uint64_t)data & ~(uint64_t)(MV_IDX_KEEP - 1)
 				   : 0;
+	/* A punch took only records wholly below valid_from, so the view
+	 * starts at the first record after the hole at the earliest.  The
+	 * header's drop_to does not say so when the view followed its ranks
+	 * (a job cap): held_from()'s walk starts there and would stop at
+	 * once when those records' ranks still hold their bytes, leaving a
+	 * start inside the hole, whose reads fail (EIO). */
+	if (rec_first(mv) && rec_read(f, rec_first(mv), &r) == 0 &&
+	    r.check == rec_check(&r) && r.moff > mv->valid_from)
+		mv->valid_from = r.moff;
 	return 0;
 }
 

@@ -90,6 +90,65 @@ python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/kc.merged" kc 2 "$T/kc.w
 log "kill -9 under the job cap: the view ($(stat -c %s "$T/kc.merged") bytes) ends with each rank's bytes, once: $(tr '\n' ' ' <"$T/kc.check")"
 stop_daemon
 
+# 1c. The same, twice, the job living on between the kills: the forwarder
+#     resumes on the restarted daemon, whose view was completed from
+#     stdout.cov and now takes more punches: the cov it writes must build
+#     on the one it loaded (the ranks' covers only grow).  After the second
+#     kill -9 the view is completed again, each rank's bytes its file's
+#     tail, once (the job ended on the third daemon, its forwarder having
+#     held the end); and a clean restart after that feeds nothing again.
+kd_life() {
+	start_daemon -o "$KC" -o resume_window=60
+	wait_for 10 test -d "$MNT/kd/1" || fail "kd not restored"
+}
+kd_linked() { [ "$(info_get "$MNT/kd/$1/info" link)" = connected ]; }
+kd_cov() { od -An -tu8 -j8 "$kddir/stdout.cov" | tr -s ' \n' ' '; }
+start_daemon -o "$KC" -o resume_window=60
+# 1 MiB of lines every 50 ms or so: still running after the second kill
+IOFS_RECONNECT_TIMEOUT=60 run_job kd 2 sh -c "while :; do $PRODUCE -l -n 1M -s \$IOFS_RANK || exit; sleep 0.05; done"
+for r in 0 1; do
+	wait_for 30 size_ge "$MNT/kd/$r/stdout" $((8 << 20)) || fail "kd/$r: no output"
+done
+kill_daemon
+kddir=$(dirname "$(grep -lx kd "$SP"/*/nspace | head -n 1)") || fail "no spool dir of kd"
+test -s "$kddir/stdout.cov" || fail "kd: no stdout.cov after the first kill"
+cov1=$(kd_cov)
+kd_life
+for r in 0 1; do
+	at=$(stat -c %s "$MNT/kd/$r/stdout")
+	wait_for 60 kd_linked "$r" || fail "kd/$r not resumed: $(cat "$MNT/kd/$r/info")"
+	wait_for 30 size_ge "$MNT/kd/$r/stdout" $((at + (8 << 20))) || fail "kd/$r: no output after the resume"
+done
+kill_daemon
+cov2=$(kd_cov)
+[ "$cov2" != "$cov1" ] || fail "kd: stdout.cov not rewritten in the second life ($cov1)"
+# (rank, cover) pairs: each rank's cover grew (od prints rank+pad as one word)
+python3 - "$cov1" "$cov2" <<'EOF' || fail "kd: a cover went back: $cov1 -> $cov2"
+import sys
+a, b = ([int(x) for x in s.split()] for s in sys.argv[1:3])
+ca, cb = dict(zip(a[0::2], a[1::2])), dict(zip(b[0::2], b[1::2]))
+sys.exit(0 if len(cb) == 2 and all(cb[k] > v for k, v in ca.items()) else 1)
+EOF
+# the job is told to end while the daemon is down: its forwarder holds
+# the end until the third life takes it back
+kill -TERM "$JOB_PID"
+kd_life
+wait_exit 60 "$JOB_PID" || fail "kd: forwarder did not end"
+wait_for 10 job_done kd || fail "kd not done: $(cat "$MNT/kd/info")"
+for r in 0 1; do timeout 30 cat "$MNT/kd/$r/stdout" >"$T/kd.want$r"; done
+timeout 30 cat "$MNT/kd/stdout" >"$T/kd.merged" || fail "kd: cat of the merged view"
+python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/kd.merged" kd 2 "$T/kd.want" suffix >"$T/kd.check" ||
+	fail "kd: after two kills the view does not end with each rank's bytes: $(cat "$T/kd.check")"
+md=$(info_get "$MNT/kd/info" merged_dropped_bytes)
+stop_daemon
+kd_life
+timeout 30 cat "$MNT/kd/stdout" >"$T/kd.again"
+cmp -s "$T/kd.again" "$T/kd.merged" ||
+	fail "kd: a clean restart changed the view: $(wc -c <"$T/kd.merged") -> $(wc -c <"$T/kd.again") bytes, $(cmp "$T/kd.merged" "$T/kd.again" 2>&1); merged_dropped_bytes $md -> $(info_get "$MNT/kd/info" merged_dropped_bytes); $(tail -c 300 "$T/kd.merged" | od -c | tail -3) / $(tail -c 300 "$T/kd.again" | od -c | tail -3)"
+grep -q "put in the merged view again" "$T/iofs.log" && fail "kd: a clean restart fed bytes again"
+log "two kill -9 under the job cap, resumed between: covers $cov1 -> $cov2; the view ($(stat -c %s "$T/kd.merged") bytes) ends with each rank's bytes, once"
+stop_daemon
+
 # 2. -o spool_max_job=512K: rank 0 prints 2 MiB, rank 1 a little on
 #    stderr; the job keeps at most 512K, rank 1 every byte.
 start_daemon -o spool="$SP",window=$W,spool_max_job=512K,spool_max=none
