@@ -55,6 +55,8 @@ job_ended() { # NSPACE NP: every rank's info says exited
 	done
 }
 finished() { ! kill -0 "$1" 2>/dev/null; }
+# has_command NS CMD: the job's info shows command CMD
+has_command() { [ "$(info_get "$MNT/$1/info" command)" = "$2" ]; }
 # jobs_seen N: at least N job directories
 jobs_seen() { [ "$(ls "$MNT" | grep -c '@')" -ge "$1" ]; }
 
@@ -66,6 +68,11 @@ printf 'first %s\n' "$PMIX_RANK"
 seq -f "rank $PMIX_RANK line %g" 1 1000
 printf 'err %s' "$PMIX_RANK" >&2
 printf 'last %s without newline' "$PMIX_RANK"
+# under prun, live on a moment: the server forgets a job once it ended,
+# and a job that ends at once may end before iofs asks for its command
+# line (one get at a time, after its size: docs/pmix.md); with two other
+# processes busy (the suite runs two tests at a time) that was seen
+[ -z "${PMIX_NAMESPACE:-}" ] || sleep 2
 R
 chmod +x "$T/out.sh"
 start_dvm
@@ -98,7 +105,8 @@ for np in 1 3 8; do
 	assert_eq "$J merged line count" "$total" "$(wc -l <"$T/merged")"
 	assert_eq "$J merged_dropped_bytes" 0 "$(info_get "$MNT/$J/info" merged_dropped_bytes)"
 	# the command line PRRTE registered (PMIX_APP_ARGV of app 0)
-	assert_eq "$J command" "$T/out.sh" "$(info_get "$MNT/$J/info" command)"
+	wait_for 10 has_command "$J" "$T/out.sh" ||
+		fail "$J command: expected '$T/out.sh', got '$(info_get "$MNT/$J/info" command)'"
 	log "ok: -n $np output exact from the first line ($J)"
 done
 

@@ -408,8 +408,9 @@ static char *unmerge(const char *v, size_t n, const char *ns, uint32_t r,
  * Then the spool restarted (*h2, *sp2): job @ns, and its merged stdout
  * (*vlen bytes, the caller's to free). */
 static char *killed_view(struct sp *s, int (*daemon)(struct sp *s),
-			 const char *ns, uint64_t cap, struct h **h2,
-			 spool_t **sp2, router_job_t **job, size_t *vlen)
+			 const char *ns, uint64_t cap, uint64_t jobcap,
+			 struct h **h2, spool_t **sp2, router_job_t **job,
+			 size_t *vlen)
 {
 	int status;
 	pid_t pid = fork();
@@ -421,22 +422,26 @@ static char *killed_view(struct sp *s, int (*daemon)(struct sp *s),
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	/* this process's router never had the job */
-	*h2 = restart(s, sp2, cap, 0);
+	*h2 = restart(s, sp2, cap, jobcap);
 	*job = router_job_lookup((*h2)->r, ns);
 	assert_non_null(*job);
 	return merged(*job, ROUTER_CH_STDOUT, vlen);
 }
+
+/* killed_random's output: its seed and pieces (set before the fork) */
+static uint64_t kr_seed = 9;
+static int kr_steps = 2000;
 
 /* index_killed_restart's daemon: 2000 random pieces of 5 ranks, the
  * timers run now and then (the view stores its batches). */
 static int killed_random(struct sp *s)
 {
 	router_rank_t *rk[5];
-	uint64_t x = 9;
+	uint64_t x = kr_seed;
 	char buf[400];
 
 	reg_all(s->h, "kd", 5, rk);
-	for (int step = 0; step < 2000; step++) {
+	for (int step = 0; step < kr_steps; step++) {
 		uint32_t r = rnd(&x) % 5;
 		size_t len = 1 + rnd(&x) % 300;
 
@@ -453,21 +458,23 @@ static int killed_random(struct sp *s)
 static char *unmerge_xml(const char *v, size_t n, const char *ns, uint32_t r,
 			 size_t *len);
 
-/* Run @daemon killed (killed_view) with a per-stream cap @cap (0: none):
- * the restarted view of job @ns (tagged text, or XML with @xml) holds each
- * of its 5 ranks' bytes exactly once; under the cap, what the rank file
- * still holds of them from some byte on, to the rank's last. */
+/* Run @daemon killed (killed_view) with a per-stream cap @cap and a job
+ * cap @jobcap (0: none): the restarted view of job @ns (tagged text, or
+ * XML with @xml) holds each of its 5 ranks' bytes exactly once; under a
+ * cap, what the rank file still holds of them from some byte on, to the
+ * rank's last. */
 static void killed_check(int (*daemon)(struct sp *s), const char *ns,
-			 bool xml, uint64_t cap)
+			 bool xml, uint64_t cap, uint64_t jobcap)
 {
-	struct sp *s = sp_caps(cap, 0, 0);
+	struct sp *s = sp_caps(cap, jobcap, 0);
 	char *view, *want, *got;
 	size_t vlen, wlen, glen, total = 0, skip = 0;
 	spool_t *sp2;
 	struct h *h2;
 	router_job_t *job;
 
-	view = killed_view(s, daemon, ns, cap, &h2, &sp2, &job, &vlen);
+	view = killed_view(s, daemon, ns, cap, jobcap, &h2, &sp2, &job, &vlen);
+	cap |= jobcap; /* from here: capped or not */
 	/* a view a cap cut starts at a piece, maybe in a line: from the
 	 * next line on (a rank's bytes from one on, still) */
 	if (cap) {
@@ -514,7 +521,7 @@ static void killed_check(int (*daemon)(struct sp *s), const char *ns,
 static void index_killed_restart(void **state)
 {
 	(void)state;
-	killed_check(killed_random, "kd", false, 0);
+	killed_check(killed_random, "kd", false, 0, 0);
 }
 
 /* index_killed_capped's daemon: killed_random, and the view's index was
@@ -539,7 +546,28 @@ static int killed_punched(struct sp *s)
 static void index_killed_capped(void **state)
 {
 	(void)state;
-	killed_check(killed_punched, "kd", false, 16 * 1024);
+	killed_check(killed_punched, "kd", false, 16 * 1024, 0);
+}
+
+/*
+ * The same kill under a 160 KiB job cap (the view follows its ranks: its
+ * header's drop_to says nothing), for 20 outputs that end at different
+ * points relative to the index's last punch: each restarted view holds
+ * each rank's bytes from some byte on, to its last, once, and reads from
+ * its start.  (The clean restart's start inside the hole that 0c7a950
+ * fixed is index_capped_clean_restarts; after a kill the view's last
+ * batch is fed again, which moved the start, and this passed before it.)
+ */
+static void index_killed_job_capped_many(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 20; k++) {
+		kr_seed = 200 + (uint64_t)k;
+		kr_steps = 1500 + 53 * k;
+		killed_check(killed_punched, "kd", false, 0, 160 * 1024);
+	}
+	kr_seed = 9;
+	kr_steps = 2000;
 }
 
 /* index_killed_before_view's daemon: a line and a partial line per rank,
@@ -577,7 +605,7 @@ static void index_killed_before_view(void **state)
 
 	(void)state;
 	/* the case (exit status 0): no view file */
-	view = killed_view(s, killed_before_view, "kv", 0, &h2, &sp2, &job,
+	view = killed_view(s, killed_before_view, "kv", 0, 0, &h2, &sp2, &job,
 			   &vlen);
 	for (uint32_t r = 0; r < n; r++) {
 		wlen = (size_t)snprintf(want, sizeof(want), "rank %u\nhalf", r);
@@ -719,7 +747,7 @@ static char *unmerge_xml(const char *v, size_t n, const char *ns, uint32_t r,
 static void index_killed_xml(void **state)
 {
 	(void)state;
-	killed_check(killed_xml, "kx", true, 0);
+	killed_check(killed_xml, "kx", true, 0, 0);
 }
 
 int main(void)
@@ -737,6 +765,7 @@ int main(void)
 	    cmocka_unit_test(index_killed_before_view),
 	    cmocka_unit_test(index_killed_xml),
 	    cmocka_unit_test(index_killed_capped),
+	    cmocka_unit_test(index_killed_job_capped_many),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
