@@ -175,7 +175,9 @@ static void rank_register(struct ps_rank *rk)
 				    "every rank shows the job's");
 		router_job_note(rj, "PRRTE delivers stdin only to the ranks "
 				    "in prun --stdin's set (rank 0 by "
-				    "default); writes to others are dropped");
+				    "default); writes to others are dropped, "
+				    "and prun's own end of input (</dev/null) "
+				    "ends theirs");
 	}
 	if (job->ended || rk->exit_pending) {
 		/* registered after its end was known (JOB_END, or its own
