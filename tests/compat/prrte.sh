@@ -152,9 +152,10 @@ grep -q "^note: PRRTE delivers stdin only to the ranks in prun --stdin's set" "$
 log "ok: stdin (300 KiB, chunked) to each rank and to the job under --stdin all, EOF ends them"
 
 # ---- 3: late job, then the DVM killed while attached ----------------------
-cat >"$T/late.sh" <<'R'
+cat >"$T/late.sh" <<R
 #!/bin/sh
-echo "late $PMIX_RANK"
+echo \$\$ >$T/late.\$PMIX_RANK.pid
+echo "late \$PMIX_RANK"
 exec sleep 600
 R
 chmod +x "$T/late.sh"
@@ -164,6 +165,11 @@ track $P
 wait_for 20 jobs_seen 5 || fail "late job not seen"
 J=$(newest_job)
 assert_eq "$J/1 late output" "late 1" "$(timeout 10 head -n 1 "$MNT/$J/1/stdout")"
+# the DVM's kill orphans its ranks: they are this test's to end (by pid)
+for r in 0 1; do
+	wait_for 10 test -s "$T/late.$r.pid" || fail "late rank $r wrote no pid"
+	track "$(cat "$T/late.$r.pid")"
+done
 kill -KILL "$DVM_PID"
 wait_for 30 bash -c "[ \"\$(sed -n 's/^state: //p' '$MNT/$J/0/info')\" = lost ]" ||
 	fail "$J/0 not lost after the DVM was killed: $(cat "$MNT/$J/0/info")"
