@@ -3,16 +3,18 @@
 # under caps drawn at random (per stream, per job, in all: an admin who
 # changes them between restarts), each starting 1-3 jobs of 1-3 ranks
 # printing lines (3 KB to 12 MB a rank; some in two parts a second apart,
-# so they run across the end of the life; some with --xml), each life
+# so they run across the end of the life; some with --xml; some print on
+# stderr too), each life
 # ended by kill -9 or SIGTERM while they run; the forwarders resume on the
 # next daemon.  After every start every job's files are read (a running
 # job's are skipped):
 # - no read fails;
-# - per rank: what is read is the tail of what the rank printed, and
-#   dropped_bytes + bytes read == st_size (a rank that exited: == what it
-#   printed);
-# - the merged stdout view: dropped + bytes read == st_size; a tagged view
-#   that dropped nothing holds each rank's bytes exactly once.
+# - per rank and channel: what is read is the tail of what the rank
+#   printed there, and dropped_bytes + bytes read == st_size (a rank that
+#   exited: == what it printed);
+# - the merged views: merged_dropped_bytes + bytes read of both ==
+#   their st_sizes; a tagged stdout view that dropped nothing holds each
+#   rank's bytes exactly once.
 # "== st_size" is checked only where nothing can evict while it reads
 # (the last two lives, after every job ended): elsewhere a cap may evict
 # as the running jobs append, and bytes a reader had read when they went
@@ -38,7 +40,7 @@ IOFS, RUN = B + "/fs/iofs", B + "/net/iofs-run"
 PROD = B + "/tests/tools/iofs-produce"
 MNT, SP, SOCK = D + "/mnt", D + "/spool.%d" % seed, D + "/lives.sock"
 rnd = random.Random(seed)
-jobs = {}  # name -> (ranks, [(bytes, seed offset)...], seed base, xml)
+jobs = {}  # name -> (ranks, [(bytes, seed offset, channel)...], seed base, xml)
 procs = []
 daemon = None
 checked = {"rank": 0, "view": 0, "whole": 0}
@@ -54,9 +56,9 @@ def produce(size, s):
     return _refs[(size, s)]
 
 
-def ref(ns, r):
+def ref(ns, r, ch="stdout"):
     _, parts, sb, _ = jobs[ns]
-    return b"".join(produce(sz, sb + r + off) for sz, off in parts)
+    return b"".join(produce(sz, sb + r + off) for sz, off, c in parts if c == ch)
 
 
 def unmerge(v, ns, r):
@@ -151,36 +153,42 @@ def check_rank(life, ns, r, strict):
     ri = info(base + "info")
     if "error" in ri:
         fail("life %d: %s/%d/info: %s" % (life, ns, r, ri["error"]))
-    got = read(base + "stdout")
-    if isinstance(got, Exception):
-        fail("life %d: %s/%d/stdout: %s" % (life, ns, r, got))
-    size = os.stat(base + "stdout").st_size
+    # dropped_bytes is the rank's two channels': one of them is empty, or
+    # both are checked together
+    lost = 0
+    for ch in ("stdout", "stderr"):
+        got = read(base + ch)
+        if isinstance(got, Exception):
+            fail("life %d: %s/%d/%s: %s" % (life, ns, r, ch, got))
+        size = os.stat(base + ch).st_size
+        lost += size - len(got)
+        want = ref(ns, r, ch)
+        if ri.get("state") == "exited" and size != len(want):
+            fail("life %d: %s/%d exited with %d bytes of %s, printed %d" %
+                 (life, ns, r, size, ch, len(want)))
+        if not want[:size].endswith(got):
+            fail("life %d: %s/%d/%s is not the tail of what it printed" %
+                 (life, ns, r, ch))
     dropped = int(ri.get("dropped_bytes", "0"))
-    if (strict and dropped + len(got) != size) or size - len(got) < dropped:
-        fail("life %d: %s/%d/stdout: dropped %d + read %d, size %d" %
-             (life, ns, r, dropped, len(got), size))
-    want = ref(ns, r)
-    if ri.get("state") == "exited" and size != len(want):
-        fail("life %d: %s/%d exited with %d bytes, printed %d" %
-             (life, ns, r, size, len(want)))
-    if not want[:size].endswith(got):
-        fail("life %d: %s/%d/stdout is not the tail of what it printed" %
-             (life, ns, r))
+    if (strict and dropped != lost) or lost < dropped:
+        fail("life %d: %s/%d: dropped_bytes %d, %d bytes not read" %
+             (life, ns, r, dropped, lost))
     checked["rank"] += 1
 
 
 def check_view(life, ns, n, strict):
     base = "%s/%s/" % (MNT, ns)
     ji = info(base + "info")
+    lost = 0
     for ch in ("stderr", "stdout"):
         v = read(base + ch)
         if isinstance(v, Exception):
             fail("life %d: %s/%s: %s" % (life, ns, ch, v))
-    size = os.stat(base + "stdout").st_size
-    md = int(ji.get("merged_dropped_bytes", "0"))  # stderr is empty
-    if (strict and md + len(v) != size) or size - len(v) < md:
-        fail("life %d: %s/stdout: dropped %d + read %d, size %d" %
-             (life, ns, md, len(v), size))
+        lost += os.stat(base + ch).st_size - len(v)
+    md = int(ji.get("merged_dropped_bytes", "0"))
+    if (strict and md != lost) or lost < md:
+        fail("life %d: %s: merged_dropped_bytes %d, %d bytes of the views "
+             "not read" % (life, ns, md, lost))
     checked["view"] += 1
     if md or ji.get("state") != "exited" or jobs[ns][3]:
         return
@@ -229,13 +237,17 @@ def main():
             ns, n = "j%d" % jn, rnd.randint(1, 3)
             size = rnd.choice([3000, 100000, 700000, 3000000, 12000000])
             if rnd.random() < 0.4:  # alive across the end of the life
-                parts = [(size // 2, 0), (size - size // 2, 50)]
+                parts = [(size // 2, 0, "stdout"),
+                         (size - size // 2, 50, "stdout")]
             else:
-                parts = [(size, 0)]
+                parts = [(size, 0, "stdout")]
+            if rnd.random() < 0.3:
+                parts.insert(1, (rnd.choice([500, 50000, 400000]), 70, "stderr"))
             xml = rnd.random() < 0.25
             cmd = "; sleep 1; ".join(
-                "%s -l -n %d -s $((%d + $IOFS_RANK))" % (PROD, sz, 100 * jn + off)
-                for sz, off in parts)
+                "%s -l -n %d -s $((%d + $IOFS_RANK))%s" %
+                (PROD, sz, 100 * jn + off, " >&2" if c == "stderr" else "")
+                for sz, off, c in parts)
             jobs[ns] = (n, parts, 100 * jn, xml)
             with open("%s/run-%s.out" % (D, ns), "w") as out:
                 procs.append(subprocess.Popen(
