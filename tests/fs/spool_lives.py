@@ -4,7 +4,10 @@
 # changes them between restarts), each starting 1-3 jobs of 1-3 ranks
 # printing lines (3 KB to 12 MB a rank; some in two parts a second apart,
 # so they run across the end of the life; some with --xml; some print on
-# stderr too), each life
+# stderr too; some over the socket path, --no-handover; some run by the
+# user nobody, under a per-user cap drawn like the others: DIR must be
+# 0755 for nobody to reach the copies of iofs-run and iofs-produce made
+# there), each life
 # ended by kill -9 or SIGTERM while they run; the forwarders resume on the
 # next daemon.  After every start every job's files are read (a running
 # job's are skipped):
@@ -28,6 +31,7 @@
 # (the spool is copied to DIR/spool.fail).  Every process it starts is
 # ended by pid and its mount unmounted on every exit path.
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -38,6 +42,9 @@ import time
 D, B, seed, lives = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 IOFS, RUN = B + "/fs/iofs", B + "/net/iofs-run"
 PROD = B + "/tests/tools/iofs-produce"
+NBIN = D + "/nbin"  # what nobody runs (a build may be below a 0700 dir)
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=%d" % pwd.getpwnam("nobody").pw_gid,
+          "--clear-groups", "--"]
 MNT, SP, SOCK = D + "/mnt", D + "/spool.%d" % seed, D + "/lives.sock"
 rnd = random.Random(seed)
 jobs = {}  # name -> (ranks, [(bytes, seed offset, channel)...], seed base, xml)
@@ -220,12 +227,17 @@ def caps():
         "spool_max_stream=" + rnd.choice(["none", "none", "64K", "256K"]),
         "spool_max_job=" + rnd.choice(["none", "128K", "512K", "2M"]),
         "spool_max=" + rnd.choice(["none", "none", "1M", "4M", "16M"]),
+        "spool_max_user=" + rnd.choice(["none", "256K", "1M", "4M"]),
     ])
 
 
 def main():
     jn = 0
     os.makedirs(MNT, exist_ok=True)
+    os.makedirs(NBIN, exist_ok=True)
+    for prog in (RUN, PROD):
+        shutil.copy(prog, NBIN)
+    os.chmod(NBIN, 0o755)
     shutil.rmtree(SP, ignore_errors=True)
     for life in range(1, lives + 1):
         opts = caps()
@@ -244,14 +256,18 @@ def main():
             if rnd.random() < 0.3:
                 parts.insert(1, (rnd.choice([500, 50000, 400000]), 70, "stderr"))
             xml = rnd.random() < 0.25
+            relay = ["--no-handover"] if rnd.random() < 0.3 else []
+            who = rnd.random() < 0.3
+            prod = NBIN + "/iofs-produce" if who else PROD
             cmd = "; sleep 1; ".join(
                 "%s -l -n %d -s $((%d + $IOFS_RANK))%s" %
-                (PROD, sz, 100 * jn + off, " >&2" if c == "stderr" else "")
+                (prod, sz, 100 * jn + off, " >&2" if c == "stderr" else "")
                 for sz, off, c in parts)
             jobs[ns] = (n, parts, 100 * jn, xml)
             with open("%s/run-%s.out" % (D, ns), "w") as out:
                 procs.append(subprocess.Popen(
-                    [RUN, "--nspace", ns, "-n", str(n)] +
+                    (NOBODY + [NBIN + "/iofs-run"] if who else [RUN]) +
+                    ["--nspace", ns, "-n", str(n)] + relay +
                     (["--xml"] if xml else []) + ["--", "sh", "-c", cmd],
                     env=env, stdout=out, stderr=subprocess.STDOUT))
         time.sleep(rnd.choice([0.05, 0.3, 1.0, 2.0]))
