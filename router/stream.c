@@ -436,12 +436,26 @@ static uint64_t next_readable(const struct stream *s, uint64_t so)
 	return s->start;
 }
 
+/* The skew of a read at file offset @off: the reader's when it reads on
+ * from where its last read ended (cat, grep: each later offset keeps the
+ * difference a discarded start made), none at any other offset (a seek:
+ * less's G, dd skip=, tail's SEEK_END, a re-read from 0): offsets are
+ * absolute again there, so the bytes at the end of the file are where
+ * st_size says they are. */
+static uint64_t skew_at(const router_reader_t *rd, uint64_t off)
+{
+	return off == rd->next ? rd->skew : 0;
+}
+
 /* Map a file offset to a stream offset, moving the skew when the reader
  * asks for discarded bytes. */
 static uint64_t reader_pos(router_reader_t *rd, uint64_t off)
 {
 	struct stream *s = rd->s;
-	uint64_t so = off + rd->skew;
+	uint64_t so;
+
+	rd->skew = skew_at(rd, off);
+	so = off + rd->skew;
 
 	if (!stream_has(s, so)) {
 		uint64_t to = next_readable(s, so);
@@ -517,18 +531,13 @@ static int read_stored(router_reader_t *rd, uint64_t so, size_t size,
 	return ROUTER_SUCCESS;
 }
 
-int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
+static int reader_read(router_reader_t *rd, uint64_t off, size_t size,
 		       struct iovec iov[2], int *iovcnt, size_t *n)
 {
-	struct stream *s;
+	struct stream *s = rd->s;
 	uint64_t so;
 	size_t len;
 
-	*n = 0;
-	*iovcnt = 0;
-	if (!rd || size == 0)
-		return ROUTER_ERR_BAD_PARAM; /* n == 0 would read as EOF */
-	s = rd->s;
 	so = reader_pos(rd, off);
 	if (so >= s->end) {
 		reader_moved(rd, s->end);
@@ -545,13 +554,27 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 	return ROUTER_SUCCESS;
 }
 
+int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
+		       struct iovec iov[2], int *iovcnt, size_t *n)
+{
+	int rc;
+
+	*n = 0;
+	*iovcnt = 0;
+	if (!rd || size == 0)
+		return ROUTER_ERR_BAD_PARAM; /* n == 0 would read as EOF */
+	rc = reader_read(rd, off, size, iov, iovcnt, n);
+	rd->next = off + *n; /* where a read that goes on comes next */
+	return rc;
+}
+
 uint64_t router_reader_avail(router_reader_t *rd, uint64_t off)
 {
 	uint64_t so;
 
 	if (!rd)
 		return 0;
-	so = off + rd->skew;
+	so = off + skew_at(rd, off);
 	if (!stream_has(rd->s, so))
 		so = next_readable(rd->s, so);
 	return so < rd->s->end ? rd->s->end - so : 0;
@@ -568,7 +591,7 @@ bool router_reader_eof(router_reader_t *rd, uint64_t off)
 
 	if (!rd || !rd->s->complete)
 		return false;
-	so = off + rd->skew;
+	so = off + skew_at(rd, off);
 	if (!stream_has(rd->s, so))
 		so = next_readable(rd->s, so);
 	return so >= rd->s->end;

@@ -62,7 +62,9 @@ struct router_reader {
 			    * a store, the furthest such offset, and at least
 			    * where the window began when it opened (history
 			    * before that is replay: it holds nobody) */
-	uint64_t skew;	   /* stream offset = file offset + skew */
+	uint64_t skew;	   /* stream offset = file offset + skew, for a
+			    * read at @next; any other offset is absolute */
+	uint64_t next;	   /* file offset after the last read's bytes */
 	unsigned flags;
 	bool queued; /* on r->ready */
 	uint8_t *sbuf; /* bytes read from the store, valid until the next read */

@@ -149,6 +149,24 @@ grep -q "put in the merged view again" "$T/iofs.log" && fail "kd: a clean restar
 log "two kill -9 under the job cap, resumed between: covers $cov1 -> $cov2; the view ($(stat -c %s "$T/kd.merged") bytes) ends with each rank's bytes, once"
 stop_daemon
 
+# 1d. less +G of a stream and a view whose start a cap evicted shows their
+#     last lines: a reader the skew rule moved past the evicted start (less
+#     reads its first page from 0) reads absolute offsets again once it
+#     seeks (less's G).  Before, the skew stayed and the end read as
+#     nothing: an empty screen (seen by hand on a Slurm job's view).
+start_daemon -o spool="$SP",window=$W,spool_max_job=512K,spool_max_stream=none,spool_max=none
+run_job ld 1 seq 1 400000
+wait_for 60 exited "$MNT/ld/info" || fail "job ld did not end"
+[ "$(info_get "$MNT/ld/0/info" dropped_bytes)" -gt 0 ] || fail "ld: nothing evicted"
+PTYWATCH="$IOFS_SOURCE_DIR/tests/fs/ptywatch.py"
+python3 "$PTYWATCH" 10 "-=400000" -- less +G "$MNT/ld/0/stdout" >"$T/ld.pty" ||
+	fail "less +G of ld/0/stdout did not show its last line: $(tail -c 300 "$T/ld.pty" | od -c | tail -5)"
+python3 "$PTYWATCH" 10 "-=<stdout>: 400000" -- less +G "$MNT/ld/stdout" >"$T/ld.pty" ||
+	fail "less +G of ld/stdout did not show its last line: $(tail -c 300 "$T/ld.pty" | od -c | tail -5)"
+assert_eq "ld: tail -n 1" 400000 "$(tail -n 1 "$MNT/ld/0/stdout")"
+log "less +G of a capped rank file and view: the last line shown"
+stop_daemon
+
 # 2. -o spool_max_job=512K: rank 0 prints 2 MiB, rank 1 a little on
 #    stderr; the job keeps at most 512K, rank 1 every byte.
 start_daemon -o spool="$SP",window=$W,spool_max_job=512K,spool_max=none

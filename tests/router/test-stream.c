@@ -142,6 +142,59 @@ static void late_reader_replay_and_skew(void **state)
 	h_free(h);
 }
 
+/* A reader the skew moved past a discarded start and that then seeks
+ * (less's G after it read the first page, dd skip=, Python's seek) reads
+ * the bytes at the absolute offset it asked for: the end of the file is
+ * where st_size says.  Before, the skew stayed and a read near st_size
+ * went past the end: `less +G` of such a file showed an empty screen
+ * (seen by hand on a merged view a job cap had cut).  Reading on from
+ * where a read ended keeps the skew, and a seek back into the discarded
+ * start is moved again, to the same bytes. */
+static void seek_after_skew_is_absolute(void **state)
+{
+	struct router_config cfg = {.window = 8192};
+	struct h *h = h_new(&cfg);
+	router_reader_t *rd;
+	char line[16], buf[20000];
+	uint64_t off = 0;
+	struct iovec iov[2];
+	size_t n, got;
+	int cnt;
+
+	(void)state;
+	h_reg(h, "sk", 0, 1);
+	for (int i = 0; i < 2000; i++) { /* 20000 bytes, the last 8192 kept */
+		snprintf(line, sizeof(line), "%09d\n", i);
+		h_puts(h, "sk", 0, line);
+	}
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+	assert_int_equal(router_reader_open(router_job_lookup(h->r, "sk"), 0,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	/* the first page, from 0: moved to the oldest kept byte (11808) */
+	assert_int_equal(router_reader_read(rd, 0, 100, iov, &cnt, &n), 0);
+	assert_int_equal(n, 100);
+	assert_memory_equal((char *)iov[0].iov_base + 2, "000001181\n", 10);
+	/* on from there: the skew holds (file 100 is stream 11908) */
+	assert_int_equal(router_reader_read(rd, 100, 10, iov, &cnt, &n), 0);
+	assert_memory_equal(iov[0].iov_base, "0\n00000119", 10);
+	/* a seek to the last line: stream offset 19990, exactly */
+	assert_int_equal(router_reader_read(rd, 19990, 100, iov, &cnt, &n), 0);
+	assert_int_equal(n, 10);
+	assert_memory_equal(iov[0].iov_base, "000001999\n", 10);
+	assert_true(router_reader_eof(rd, 20000));
+	assert_int_equal(router_reader_avail(rd, 19000), 1000);
+	/* back to 0: the same first page */
+	off = 0;
+	got = h_drain(rd, &off, buf, sizeof(buf));
+	assert_int_equal(got, 8192);
+	assert_memory_equal(buf + 2, "000001181\n", 10);
+	assert_memory_equal(buf + got - 10, "000001999\n", 10);
+	router_reader_close(rd);
+	h_free(h);
+}
+
 static void nothing_dropped_for_blocking_reader(void **state)
 {
 	struct router_config cfg = {.window = 4096, .low_water = 1024};
@@ -258,6 +311,7 @@ int main(void)
 	    cmocka_unit_test(binary_intact),
 	    cmocka_unit_test(readers_independent),
 	    cmocka_unit_test(late_reader_replay_and_skew),
+	    cmocka_unit_test(seek_after_skew_is_absolute),
 	    cmocka_unit_test(nothing_dropped_for_blocking_reader),
 	    cmocka_unit_test(many_readers),
 	};
