@@ -663,11 +663,13 @@ int router_reader_open(router_job_t *job, uint32_t rank, uint32_t channel,
 
 /*
  * Read up to @size bytes at file offset @off.  Offsets are absolute stream
- * positions, except that a reader asking for discarded bytes is moved to the
- * oldest retained byte, and its later offsets keep that skew while it reads
- * on from where its last read ended, so it neither fails nor sees garbage
- * or repeats; a read at any other offset (a seek) is absolute again
- * (docs/filesystem.md).
+ * positions, except that a reader whose first read was at 0 and that asks
+ * at 0 for discarded bytes is moved to the oldest retained byte, and its
+ * later offsets keep that skew while it reads on from where its last read
+ * ended, so it neither fails nor sees garbage or repeats; a read at any
+ * other offset (a seek, a step back onto 0) is absolute, and discarded
+ * bytes read as zeros from there on (a punched hole: tac, tail -n),
+ * followed by the retained bytes in the same reply (docs/filesystem.md).
  * Returns ROUTER_SUCCESS with *n > 0 and @iov (1 or 2 entries, pointing into
  * the router's buffer: valid until the next router call) filled, or
  * ROUTER_SUCCESS with *n == 0 at the end of a completed stream (EOF), or

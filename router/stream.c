@@ -439,7 +439,7 @@ static uint64_t next_readable(const struct stream *s, uint64_t so)
 /* The skew of a read at file offset @off: the reader's when it reads on
  * from where its last read ended (cat, grep: each later offset keeps the
  * difference a discarded start made), none at any other offset (a seek:
- * less's G, dd skip=, tail's SEEK_END, a re-read from 0): offsets are
+ * less's G, dd skip=, tail's SEEK_END, tac, a re-read from 0): offsets are
  * absolute again there, so the bytes at the end of the file are where
  * st_size says they are. */
 static uint64_t skew_at(const router_reader_t *rd, uint64_t off)
@@ -447,23 +447,59 @@ static uint64_t skew_at(const router_reader_t *rd, uint64_t off)
 	return off == rd->next ? rd->skew : 0;
 }
 
-/* Map a file offset to a stream offset, moving the skew when the reader
- * asks for discarded bytes. */
-static uint64_t reader_pos(router_reader_t *rd, uint64_t off)
+/* Whether a read of @size bytes at @off reads discarded bytes as zeros (a
+ * punched hole) rather than moving to the oldest retained byte.  A read
+ * that goes on keeps its run's way.  A seek reads zeros, so that a reader
+ * that seeks (tac and tail -n, reading blocks from the end back; less
+ * scrolling up; dd skip=) gets each retained byte once, where st_size puts
+ * it; except a seek to 0 by a reader whose first read was at 0 (cat, grep,
+ * less: its first page, and again on g after G), which skews as its first
+ * read did, so a late reader from the top sees no zeros; unless that seek
+ * is a step back (the read ends where the last one began: less scrolling
+ * up to the top).  @size 0: a poll, not a read. */
+static bool hole_at(const router_reader_t *rd, uint64_t off, size_t size)
+{
+	if (off == rd->next)
+		return rd->hole;
+	if (off != 0 || !rd->top)
+		return true;
+	return size && size == rd->last;
+}
+
+/* Map a file offset to a stream offset, moving the skew when a reader
+ * that skews asks for discarded bytes; a reader that reads zeros there
+ * stays on the discarded byte (read_hole()). */
+static uint64_t reader_pos(router_reader_t *rd, uint64_t off, size_t size)
 {
 	struct stream *s = rd->s;
 	uint64_t so;
 
+	if (!rd->started) { /* its first read: at 0, or a seek */
+		rd->started = true;
+		rd->top = off == 0;
+	}
+	rd->hole = hole_at(rd, off, size);
 	rd->skew = skew_at(rd, off);
 	so = off + rd->skew;
 
-	if (!stream_has(s, so)) {
+	if (!rd->hole && !stream_has(s, so)) {
 		uint64_t to = next_readable(s, so);
 
 		rd->skew += to - so;
 		so = to;
 	}
 	return so;
+}
+
+/* Where @rd's read at @off would start, without moving anything (at a
+ * discarded byte for a read that gets zeros there). */
+static uint64_t reader_peek(const router_reader_t *rd, uint64_t off)
+{
+	uint64_t so = off + skew_at(rd, off);
+
+	if (stream_has(rd->s, so) || hole_at(rd, off, 0))
+		return so;
+	return next_readable(rd->s, so);
 }
 
 /* The reader has read up to @to: move its cursor (with a store, only
@@ -531,14 +567,14 @@ static int read_stored(router_reader_t *rd, uint64_t so, size_t size,
 	return ROUTER_SUCCESS;
 }
 
-static int reader_read(router_reader_t *rd, uint64_t off, size_t size,
-		       struct iovec iov[2], int *iovcnt, size_t *n)
+/* A read at stream offset @so, which the stream holds or which is at or
+ * past its end. */
+static int read_held(router_reader_t *rd, uint64_t so, size_t size,
+		     struct iovec iov[2], int *iovcnt, size_t *n)
 {
 	struct stream *s = rd->s;
-	uint64_t so;
 	size_t len;
 
-	so = reader_pos(rd, off);
 	if (so >= s->end) {
 		reader_moved(rd, s->end);
 		return s->complete ? ROUTER_SUCCESS : ROUTER_AGAIN;
@@ -554,6 +590,66 @@ static int reader_read(router_reader_t *rd, uint64_t off, size_t size,
 	return ROUTER_SUCCESS;
 }
 
+/* A read at a seek's offset into discarded bytes: they read as zeros, as
+ * a punched hole does (tac, tail -n, less scrolling up get the kept bytes
+ * where st_size puts them and no kept byte twice), followed by what is
+ * held from the hole's end, into one reply (a short read in the middle of
+ * a file reads as an error or its end to tac and tail). */
+static int read_hole(router_reader_t *rd, uint64_t so, size_t size,
+		     struct iovec iov[2], int *iovcnt, size_t *n)
+{
+	uint64_t to = next_readable(rd->s, so);
+	size_t zeros = to - so < size ? (size_t)(to - so) : size;
+	size_t more = 0;
+	int rc = ROUTER_SUCCESS, cnt = 0;
+	struct iovec r[2];
+	uint8_t *nb;
+
+	if (zeros > STORE_READ_MAX)
+		zeros = STORE_READ_MAX;
+	if (zeros == to - so && zeros < size) {
+		rc = read_held(rd, to, size - zeros, r, &cnt, &more);
+		if (rc < 0)
+			return rc;
+		rc = ROUTER_SUCCESS; /* zeros at least: not AGAIN */
+	}
+	if (zeros + more > rd->scap) {
+		nb = realloc(rd->sbuf, zeros + more);
+		if (!nb)
+			return -ENOMEM;
+		if (cnt == 1 && r[0].iov_base == rd->sbuf)
+			r[0].iov_base = nb; /* read_stored()'s bytes */
+		rd->sbuf = nb;
+		rd->scap = zeros + more;
+	}
+	if (cnt == 1 && r[0].iov_base == rd->sbuf) {
+		memmove(rd->sbuf + zeros, rd->sbuf, more);
+	} else {
+		size_t at = zeros;
+
+		for (int i = 0; i < cnt; i++) {
+			memcpy(rd->sbuf + at, r[i].iov_base, r[i].iov_len);
+			at += r[i].iov_len;
+		}
+	}
+	memset(rd->sbuf, 0, zeros);
+	iov[0].iov_base = rd->sbuf;
+	iov[0].iov_len = zeros + more;
+	*iovcnt = 1;
+	*n = zeros + more;
+	return rc;
+}
+
+static int reader_read(router_reader_t *rd, uint64_t off, size_t size,
+		       struct iovec iov[2], int *iovcnt, size_t *n)
+{
+	uint64_t so = reader_pos(rd, off, size);
+
+	if (!stream_has(rd->s, so) && so < rd->s->end)
+		return read_hole(rd, so, size, iov, iovcnt, n);
+	return read_held(rd, so, size, iov, iovcnt, n);
+}
+
 int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 		       struct iovec iov[2], int *iovcnt, size_t *n)
 {
@@ -565,6 +661,7 @@ int router_reader_read(router_reader_t *rd, uint64_t off, size_t size,
 		return ROUTER_ERR_BAD_PARAM; /* n == 0 would read as EOF */
 	rc = reader_read(rd, off, size, iov, iovcnt, n);
 	rd->next = off + *n; /* where a read that goes on comes next */
+	rd->last = off;	     /* where a step back ends */
 	return rc;
 }
 
@@ -574,9 +671,7 @@ uint64_t router_reader_avail(router_reader_t *rd, uint64_t off)
 
 	if (!rd)
 		return 0;
-	so = off + skew_at(rd, off);
-	if (!stream_has(rd->s, so))
-		so = next_readable(rd->s, so);
+	so = reader_peek(rd, off);
 	return so < rd->s->end ? rd->s->end - so : 0;
 }
 
@@ -587,14 +682,9 @@ bool router_reader_complete(const router_reader_t *rd)
 
 bool router_reader_eof(router_reader_t *rd, uint64_t off)
 {
-	uint64_t so;
-
 	if (!rd || !rd->s->complete)
 		return false;
-	so = off + skew_at(rd, off);
-	if (!stream_has(rd->s, so))
-		so = next_readable(rd->s, so);
-	return so >= rd->s->end;
+	return reader_peek(rd, off) >= rd->s->end;
 }
 
 void router_reader_close(router_reader_t *rd)

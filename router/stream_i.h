@@ -66,6 +66,11 @@ struct router_reader {
 			    * read at @next; any other offset is absolute */
 	uint64_t next;	   /* file offset after the last read's bytes */
 	unsigned flags;
+	uint64_t last;	   /* file offset of the last read */
+	bool hole;    /* this run of reads (hole_at()) reads discarded bytes
+		       * as zeros, instead of skewing past them */
+	bool started; /* it has read */
+	bool top;     /* its first read was at 0 */
 	bool queued; /* on r->ready */
 	uint8_t *sbuf; /* bytes read from the store, valid until the next read */
 	size_t scap;

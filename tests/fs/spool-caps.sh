@@ -165,6 +165,26 @@ python3 "$PTYWATCH" 10 "-=<stdout>: 400000" -- less +G "$MNT/ld/stdout" >"$T/ld.
 	fail "less +G of ld/stdout did not show its last line: $(tail -c 300 "$T/ld.pty" | od -c | tail -5)"
 assert_eq "ld: tail -n 1" 400000 "$(tail -n 1 "$MNT/ld/0/stdout")"
 log "less +G of a capped rank file and view: the last line shown"
+# 1e. Backward readers of the same files (tac, tail -n N above the kept
+#     lines): the evicted start reads as zeros, as a punched hole does,
+#     and every kept byte comes once, where st_size puts it.  Before, each
+#     block read in the evicted part returned the kept bytes again: tac
+#     printed 384,323 lines of 65,811, tail -n 100000 missed 941 of them.
+for f in "$MNT/ld/0/stdout" "$MNT/ld/stdout"; do
+	timeout 30 cat "$f" >"$T/ld.cat" || fail "cat $f"
+	timeout 30 tac "$f" >"$T/ld.tac" || fail "tac $f failed"
+	timeout 30 tail -n 1000000 "$f" >"$T/ld.tail" || fail "tail -n of $f failed"
+	size=$(stat -c %s "$f")
+	kept=$(stat -c %s "$T/ld.cat")
+	[ "$kept" -lt "$size" ] || fail "$f: nothing evicted ($kept of $size)"
+	assert_eq "$f: tac's zeros" $((size - kept)) "$(tr -cd '\0' <"$T/ld.tac" | wc -c)"
+	assert_eq "$f: tac without its zeros" "$(tac "$T/ld.cat" | sha256sum)" \
+		"$(tr -d '\0' <"$T/ld.tac" | sha256sum)"
+	assert_eq "$f: tail -n 1000000's zeros" $((size - kept)) "$(tr -cd '\0' <"$T/ld.tail" | wc -c)"
+	assert_eq "$f: tail -n 1000000 without its zeros" "$(sha256sum <"$T/ld.cat")" \
+		"$(tr -d '\0' <"$T/ld.tail" | sha256sum)"
+done
+log "tac and tail -n of a capped rank file and view: each kept byte once, the evicted start as zeros"
 stop_daemon
 
 # 2. -o spool_max_job=512K: rank 0 prints 2 MiB, rank 1 a little on

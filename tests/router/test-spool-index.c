@@ -474,10 +474,10 @@ static void killed_check(int (*daemon)(struct sp *s), const char *ns,
 	router_job_t *job;
 
 	view = killed_view(s, daemon, ns, cap, jobcap, &h2, &sp2, &job, &vlen);
-	cap |= jobcap; /* from here: capped or not */
+	const bool capped = cap || jobcap;
 	/* a view a cap cut starts at a piece, maybe in a line: from the
 	 * next line on (a rank's bytes from one on, still) */
-	if (cap) {
+	if (capped) {
 		const char *nl = memchr(view, '\n', vlen);
 
 		assert_non_null(nl);
@@ -491,7 +491,7 @@ static void killed_check(int (*daemon)(struct sp *s), const char *ns,
 		got = xml ? unmerge_xml(view + skip, vlen - skip, ns, r, &glen)
 			  : unmerge(view + skip, vlen - skip, ns, r, want,
 				    wlen, &glen);
-		if (cap) { /* the rank's bytes from one on, to its last */
+		if (capped) { /* the rank's bytes from one on, to its last */
 			assert_true(glen > 0 && glen <= wlen);
 			assert_memory_equal(got, want + wlen - glen, glen);
 		} else {
@@ -502,7 +502,7 @@ static void killed_check(int (*daemon)(struct sp *s), const char *ns,
 		free(got);
 		free(want);
 	}
-	assert_true(cap || vlen > total);
+	assert_true(capped || vlen > total);
 	free(view);
 	h_free(h2);
 	spool_free(sp2);

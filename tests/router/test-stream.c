@@ -185,12 +185,103 @@ static void seek_after_skew_is_absolute(void **state)
 	assert_memory_equal(iov[0].iov_base, "000001999\n", 10);
 	assert_true(router_reader_eof(rd, 20000));
 	assert_int_equal(router_reader_avail(rd, 19000), 1000);
-	/* back to 0: the same first page */
+	/* back to 0 (less's g, a re-read from the top): the same first page */
 	off = 0;
 	got = h_drain(rd, &off, buf, sizeof(buf));
 	assert_int_equal(got, 8192);
 	assert_memory_equal(buf + 2, "000001181\n", 10);
 	assert_memory_equal(buf + got - 10, "000001999\n", 10);
+	router_reader_close(rd);
+	h_free(h);
+}
+
+/* tac, tail -n N: blocks read from the end back to 0, each at a seek's
+ * offset.  Every kept byte comes once, where st_size puts it; what was
+ * discarded reads as zeros (before, each block in the discarded part
+ * returned the kept bytes again: tac printed 384,323 lines of 65,811). */
+static void backward_reader_sees_hole(void **state)
+{
+	struct router_config cfg = {.window = 8192};
+	struct h *h = h_new(&cfg);
+	router_reader_t *rd;
+	char line[16], want[20000], buf[20000];
+	struct iovec iov[2];
+	size_t n, zeros = 0;
+	int cnt;
+
+	(void)state;
+	h_reg(h, "bk", 0, 1);
+	for (int i = 0; i < 2000; i++) {
+		snprintf(line, sizeof(line), "%09d\n", i);
+		memcpy(want + i * 10, line, 10);
+		h_puts(h, "bk", 0, line);
+	}
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+	assert_int_equal(router_reader_open(router_job_lookup(h->r, "bk"), 0,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	for (uint64_t pos = 20000; pos > 0;) { /* tac's order: 3000-byte blocks */
+		uint64_t at = pos > 3000 ? pos - 3000 : 0;
+		size_t len = (size_t)(pos - at);
+
+		assert_int_equal(router_reader_read(rd, at, len, iov, &cnt, &n), 0);
+		assert_int_equal(n, len);
+		for (int i = 0, k = 0; i < cnt; k += (int)iov[i].iov_len, i++)
+			memcpy(buf + at + k, iov[i].iov_base, iov[i].iov_len);
+		pos = at;
+	}
+	while (zeros < sizeof(buf) && buf[zeros] == 0)
+		zeros++;
+	assert_int_equal(zeros, 20000 - 8192);
+	assert_memory_equal(buf + zeros, want + zeros, 8192);
+	/* a seek into the hole and on: zeros to its end, then the kept bytes */
+	assert_int_equal(router_reader_read(rd, 11000, 1000, iov, &cnt, &n), 0);
+	assert_int_equal(n, 1000);
+	assert_int_equal(((char *)iov[0].iov_base)[807], 0);
+	assert_memory_equal((char *)iov[0].iov_base + 808, want + 11808, 192);
+	assert_int_equal(router_reader_avail(rd, 12000), 8000);
+	assert_int_equal(router_reader_read(rd, 12000, 100, iov, &cnt, &n), 0);
+	assert_memory_equal(iov[0].iov_base, want + 12000, 100);
+	/* a step back from there (less scrolling up): zeros again */
+	assert_int_equal(router_reader_read(rd, 11700, 300, iov, &cnt, &n), 0);
+	assert_int_equal(n, 300);
+	assert_int_equal(((char *)iov[0].iov_base)[0], 0);
+	assert_int_equal(((char *)iov[0].iov_base)[107], 0);
+	assert_memory_equal((char *)iov[0].iov_base + 108, want + 11808, 192);
+	/* its first read was not at 0: a seek to 0 reads zeros too (tail -f,
+	 * then a seek back: one file, holes and all) */
+	assert_int_equal(router_reader_read(rd, 0, 100, iov, &cnt, &n), 0);
+	assert_int_equal(n, 100);
+	assert_int_equal(((char *)iov[0].iov_base)[0], 0);
+	assert_int_equal(((char *)iov[0].iov_base)[99], 0);
+	router_reader_close(rd);
+	/* a reader whose first read is at 0 (less): a seek back to 0 that is
+	 * no step back (less's g after G) skews as the first read did */
+	assert_int_equal(router_reader_open(router_job_lookup(h->r, "bk"), 0,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(router_reader_read(rd, 0, 100, iov, &cnt, &n), 0);
+		assert_memory_equal(iov[0].iov_base, want + 11808, 100);
+		assert_int_equal(router_reader_read(rd, 19900, 100, iov, &cnt, &n), 0);
+		assert_memory_equal(iov[0].iov_base, want + 19900, 100);
+	}
+	assert_int_equal(router_reader_read(rd, 0, 100, iov, &cnt, &n), 0);
+	assert_int_equal(router_reader_read(rd, 0, 100, iov, &cnt, &n), 0);
+	assert_memory_equal(iov[0].iov_base, want + 11808, 100);
+	assert_int_equal(router_reader_read(rd, 100, 100, iov, &cnt, &n), 0);
+	assert_memory_equal(iov[0].iov_base, want + 11908, 100);
+	/* a seek elsewhere into the hole (dd skip=, seek(5000)): zeros; and
+	 * a step back from there to 0 (less scrolling up to the top) too */
+	assert_int_equal(router_reader_read(rd, 5000, 100, iov, &cnt, &n), 0);
+	assert_int_equal(n, 100);
+	assert_int_equal(((char *)iov[0].iov_base)[99], 0);
+	assert_int_equal(router_reader_read(rd, 0, 5000, iov, &cnt, &n), 0);
+	assert_int_equal(n, 5000);
+	assert_int_equal(((char *)iov[0].iov_base)[0], 0);
+	assert_int_equal(((char *)iov[0].iov_base)[4999], 0);
 	router_reader_close(rd);
 	h_free(h);
 }
@@ -312,6 +403,7 @@ int main(void)
 	    cmocka_unit_test(readers_independent),
 	    cmocka_unit_test(late_reader_replay_and_skew),
 	    cmocka_unit_test(seek_after_skew_is_absolute),
+	    cmocka_unit_test(backward_reader_sees_hole),
 	    cmocka_unit_test(nothing_dropped_for_blocking_reader),
 	    cmocka_unit_test(many_readers),
 	};
