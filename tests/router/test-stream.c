@@ -142,6 +142,34 @@ static void late_reader_replay_and_skew(void **state)
 	h_free(h);
 }
 
+/* Job @ns: one rank printing 2000 numbered lines (20000 bytes, copied to
+ * @want if not NULL), exited. */
+static void numbered_job(struct h *h, const char *ns, char *want)
+{
+	char line[16];
+
+	h_reg(h, ns, 0, 1);
+	for (int i = 0; i < 2000; i++) {
+		snprintf(line, sizeof(line), "%09d\n", i);
+		if (want)
+			memcpy(want + i * 10, line, 10);
+		h_puts(h, ns, 0, line);
+	}
+	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
+}
+
+/* A new reader of rank 0's stdout of job @ns. */
+static router_reader_t *open_rank0(struct h *h, const char *ns)
+{
+	router_reader_t *rd = NULL;
+
+	assert_int_equal(router_reader_open(router_job_lookup(h->r, ns), 0,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    &rd),
+			 0);
+	return rd;
+}
+
 /* A reader the skew moved past a discarded start and that then seeks
  * (less's G after it read the first page, dd skip=, Python's seek) reads
  * the bytes at the absolute offset it asked for: the end of the file is
@@ -155,23 +183,15 @@ static void seek_after_skew_is_absolute(void **state)
 	struct router_config cfg = {.window = 8192};
 	struct h *h = h_new(&cfg);
 	router_reader_t *rd;
-	char line[16], buf[20000];
+	char buf[20000];
 	uint64_t off = 0;
 	struct iovec iov[2];
 	size_t n, got;
 	int cnt;
 
 	(void)state;
-	h_reg(h, "sk", 0, 1);
-	for (int i = 0; i < 2000; i++) { /* 20000 bytes, the last 8192 kept */
-		snprintf(line, sizeof(line), "%09d\n", i);
-		h_puts(h, "sk", 0, line);
-	}
-	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
-	assert_int_equal(router_reader_open(router_job_lookup(h->r, "sk"), 0,
-					    ROUTER_CH_STDOUT, 0, NULL, NULL,
-					    &rd),
-			 0);
+	numbered_job(h, "sk", NULL); /* the last 8192 bytes kept */
+	rd = open_rank0(h, "sk");
 	/* the first page, from 0: moved to the oldest kept byte (11808) */
 	assert_int_equal(router_reader_read(rd, 0, 100, iov, &cnt, &n), 0);
 	assert_int_equal(n, 100);
@@ -204,23 +224,14 @@ static void backward_reader_sees_hole(void **state)
 	struct router_config cfg = {.window = 8192};
 	struct h *h = h_new(&cfg);
 	router_reader_t *rd;
-	char line[16], want[20000], buf[20000];
+	char want[20000], buf[20000];
 	struct iovec iov[2];
 	size_t n, zeros = 0;
 	int cnt;
 
 	(void)state;
-	h_reg(h, "bk", 0, 1);
-	for (int i = 0; i < 2000; i++) {
-		snprintf(line, sizeof(line), "%09d\n", i);
-		memcpy(want + i * 10, line, 10);
-		h_puts(h, "bk", 0, line);
-	}
-	router_rank_exit(h->rk[0], ROUTER_STATE_EXITED, 0);
-	assert_int_equal(router_reader_open(router_job_lookup(h->r, "bk"), 0,
-					    ROUTER_CH_STDOUT, 0, NULL, NULL,
-					    &rd),
-			 0);
+	numbered_job(h, "bk", want);
+	rd = open_rank0(h, "bk");
 	for (uint64_t pos = 20000; pos > 0;) { /* tac's order: 3000-byte blocks */
 		uint64_t at = pos > 3000 ? pos - 3000 : 0;
 		size_t len = (size_t)(pos - at);
@@ -258,10 +269,7 @@ static void backward_reader_sees_hole(void **state)
 	router_reader_close(rd);
 	/* a reader whose first read is at 0 (less): a seek back to 0 that is
 	 * no step back (less's g after G) skews as the first read did */
-	assert_int_equal(router_reader_open(router_job_lookup(h->r, "bk"), 0,
-					    ROUTER_CH_STDOUT, 0, NULL, NULL,
-					    &rd),
-			 0);
+	rd = open_rank0(h, "bk");
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(router_reader_read(rd, 0, 100, iov, &cnt, &n), 0);
 		assert_memory_equal(iov[0].iov_base, want + 11808, 100);
