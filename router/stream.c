@@ -511,6 +511,21 @@ static void reader_moved(router_reader_t *rd, uint64_t to)
 	stream_flow_check(rd->s);
 }
 
+/* Make @rd's sbuf hold at least @len bytes (what it holds is kept). */
+static int sbuf_reserve(router_reader_t *rd, size_t len)
+{
+	uint8_t *nb;
+
+	if (len <= rd->scap)
+		return 0;
+	nb = realloc(rd->sbuf, len);
+	if (!nb)
+		return -ENOMEM;
+	rd->sbuf = nb;
+	rd->scap = len;
+	return 0;
+}
+
 /* A read below the ring's start: from the store, and on from the ring
  * where the store's part ends, into one reply (a short read in the middle
  * of a file reads as its end to tail, less, dd).  The store holds [..,
@@ -530,14 +545,8 @@ static int read_stored(router_reader_t *rd, uint64_t so, size_t size,
 		return -EIO;
 	if (len > top - so)
 		len = (size_t)(top - so);
-	if (len > rd->scap) {
-		uint8_t *nb = realloc(rd->sbuf, len);
-
-		if (!nb)
-			return -ENOMEM;
-		rd->sbuf = nb;
-		rd->scap = len;
-	}
+	if (sbuf_reserve(rd, len) < 0)
+		return -ENOMEM;
 	want = so < s->stored && s->stored - so < len ? (size_t)(s->stored - so)
 						       : len;
 	while (got < want) {
@@ -601,28 +610,22 @@ static int read_hole(router_reader_t *rd, uint64_t so, size_t size,
 	uint64_t to = next_readable(rd->s, so);
 	size_t zeros = to - so < size ? (size_t)(to - so) : size;
 	size_t more = 0;
-	int rc = ROUTER_SUCCESS, cnt = 0;
+	int cnt = 0;
 	struct iovec r[2];
-	uint8_t *nb;
+	bool in_sbuf;
 
 	if (zeros > STORE_READ_MAX)
 		zeros = STORE_READ_MAX;
-	if (zeros == to - so && zeros < size) {
-		rc = read_held(rd, to, size - zeros, r, &cnt, &more);
+	if (zeros == to - so && zeros < size) { /* then the held bytes, if any */
+		int rc = read_held(rd, to, size - zeros, r, &cnt, &more);
+
 		if (rc < 0)
 			return rc;
-		rc = ROUTER_SUCCESS; /* zeros at least: not AGAIN */
 	}
-	if (zeros + more > rd->scap) {
-		nb = realloc(rd->sbuf, zeros + more);
-		if (!nb)
-			return -ENOMEM;
-		if (cnt == 1 && r[0].iov_base == rd->sbuf)
-			r[0].iov_base = nb; /* read_stored()'s bytes */
-		rd->sbuf = nb;
-		rd->scap = zeros + more;
-	}
-	if (cnt == 1 && r[0].iov_base == rd->sbuf) {
+	in_sbuf = cnt == 1 && r[0].iov_base == rd->sbuf; /* read_stored() */
+	if (sbuf_reserve(rd, zeros + more) < 0)
+		return -ENOMEM;
+	if (in_sbuf) {
 		memmove(rd->sbuf + zeros, rd->sbuf, more);
 	} else {
 		size_t at = zeros;
@@ -637,7 +640,7 @@ static int read_hole(router_reader_t *rd, uint64_t so, size_t size,
 	iov[0].iov_len = zeros + more;
 	*iovcnt = 1;
 	*n = zeros + more;
-	return rc;
+	return ROUTER_SUCCESS;
 }
 
 static int reader_read(router_reader_t *rd, uint64_t off, size_t size,
