@@ -376,6 +376,8 @@ static int start_spool(struct daemon *d, struct router_config *cfg,
 	}
 	if (so->keep_cache)
 		spool_keep_cache(d->spool);
+	if (so->no_stage)
+		spool_no_stage(d->spool);
 	cfg->store = spool_store_ops();
 	cfg->store_ctx = d->spool;
 	cfg->store_max_stream = so->set_stream ? so->max_stream : 0;

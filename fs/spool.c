@@ -343,9 +343,9 @@ static void drop_behind(struct spool_file *f, int fd, size_t w)
 {
 	spool_flusher_t *fl = f->j->sp->fl;
 
+	f->end += w; /* also what spool_stage_want() goes by */
 	if (!fl)
 		return;
-	f->end += w;
 	while (f->end >= f->flushed + SPOOL_FLUSH_CHUNK + SPOOL_FLUSH_LAG) {
 		spool_flusher_queue(fl, fd, f->flushed, SPOOL_FLUSH_CHUNK);
 		f->flushed += SPOOL_FLUSH_CHUNK;
@@ -358,6 +358,27 @@ void spool_file_adopted(struct spool_file *f, uint64_t size)
 	f->flushed = size & ~(uint64_t)(SPOOL_FLUSH_CHUNK - 1);
 }
 
+/* Whether @f's bytes go through its stage (given one now if it wants
+ * one; fs/spool_stage.h). */
+static bool stage(struct spool_file *f)
+{
+	spool_t *sp = f->j->sp;
+
+	if (!f->st && spool_stage_want(sp->sg, f)) {
+		int rc = spool_stage_open(sp->sg, f);
+
+		if (rc < 0 && rc != -EBUSY && !sp->stage_warned) {
+			sp->stage_warned = true;
+			spool_log(sp, f->j->name,
+				  rc == -EINVAL
+				      ? "no O_DIRECT here: the rank files are "
+					"written through the page cache"
+				      : strerror(-rc));
+		}
+	}
+	return f->st != NULL;
+}
+
 static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 {
 	struct spool_file *f = h;
@@ -366,6 +387,8 @@ static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 
 	if (f->mv)
 		return spool_mview_append(f, iov, iovcnt);
+	if (stage(f))
+		return spool_stage_append(f, iov, iovcnt);
 	fd = spool_file_fd(f);
 	if (fd < 0)
 		return fd;
@@ -397,7 +420,8 @@ int pread_full(int fd, void *buf, size_t n, uint64_t off)
 /* Move up to @n bytes from the pipe @fd to the end of the rank file and
  * read them back into @buf (the page cache has them): what splice() moved
  * left the pipe, nothing else did. */
-static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n)
+static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n,
+			       const void **bytes)
 {
 	struct spool_file *f = h;
 	off_t at;
@@ -406,6 +430,8 @@ static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n)
 
 	if (f->mv)
 		return -ENOTSUP;
+	if (stage(f))
+		return spool_stage_splice(f, fd, n, bytes);
 	ffd = spool_file_fd(f);
 	if (ffd < 0)
 		return ffd;
@@ -427,6 +453,7 @@ static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n)
 		return w == 0 ? 0 : -errno;
 	drop_behind(f, ffd, (size_t)w);
 	rc = pread_full(ffd, buf, (size_t)w, (uint64_t)at);
+	*bytes = buf;
 	return rc < 0 ? rc : w;
 }
 
@@ -438,6 +465,17 @@ static ssize_t spool_read_at(void *h, uint64_t off, void *buf, size_t n)
 
 	if (f->mv)
 		return spool_mview_read(f, off, buf, n);
+	if (f->st) {
+		int rc;
+
+		if (off >= f->end)
+			return 0;
+		if (n > f->end - off)
+			n = (size_t)(f->end - off);
+		rc = spool_stage_pread(f, buf, n, off);
+
+		return rc < 0 ? rc : (ssize_t)n;
+	}
 	fd = spool_file_fd(f);
 	if (fd < 0)
 		return fd;
@@ -460,6 +498,9 @@ static void spool_drop(void *h, uint64_t to)
 	}
 	if (to > f->evicted) /* what the merged views may no longer show */
 		f->evicted = to;
+	spool_stage_evicted(f, f->evicted);
+	if (to > spool_stage_durable(f)) /* a direct write may be under way */
+		to = spool_stage_durable(f);
 	to &= ~(uint64_t)(ROUTER_STORE_ALIGN - 1);
 	if (to <= f->punched || sp->no_punch)
 		return;
@@ -524,6 +565,7 @@ void spool_close(void *h, bool discard)
 	struct spool_file *f = h;
 
 	rank_file_forget(f);
+	spool_stage_close(f, discard);
 	spool_mview_close(f, discard);
 	file_unlist(f);
 	if (f->fd >= 0)
@@ -572,6 +614,11 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	if (rc < 0) /* then the pages stay cached */
 		iofs_logf(log, LOG_WARNING, "spool",
 			  "no drop-behind thread: %s", strerror(-rc));
+	rc = spool_stager_new(log, -1, &sp->sg);
+	if (rc < 0 && rc != -ENOSYS) /* then through the page cache */
+		iofs_logf(log, LOG_WARNING, "spool",
+			  "no io_uring (%s): rank files are written through "
+			  "the page cache", strerror(-rc));
 	/* The spool is the daemon's for as long as it runs, and a restart
 	 * trusts what it finds there: every directory on the way must be
 	 * safe too (--output-dir, the user's own choice, checks its top). */
@@ -608,6 +655,14 @@ void spool_keep_cache(spool_t *sp)
 {
 	spool_flusher_free(sp->fl);
 	sp->fl = NULL;
+	spool_stager_free(sp->sg); /* the stage bypasses the cache */
+	sp->sg = NULL;
+}
+
+void spool_no_stage(spool_t *sp)
+{
+	spool_stager_free(sp->sg);
+	sp->sg = NULL;
 }
 
 void spool_free(spool_t *sp)
@@ -615,6 +670,7 @@ void spool_free(spool_t *sp)
 	if (!sp)
 		return;
 	spool_flusher_free(sp->fl);
+	spool_stager_free(sp->sg);
 	if (sp->dirfd >= 0)
 		close(sp->dirfd);
 	free(sp->dir);

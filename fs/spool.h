@@ -6,7 +6,9 @@
  *
  * Layout: DIR/<n>/ for each job the daemon has seen output from (n counts
  * up, skipping names already there), holding `nspace` (the job's name) and
- * one file per rank stream: `<rank>.stdout`, `<rank>.stderr`, and the
+ * one file per rank stream: `<rank>.stdout`, `<rank>.stderr` (with
+ * `<rank>.stdout.stage` while a streaming rank's file has a stage:
+ * fs/spool_stage.h), and the
  * merged views as indexes into them: `stdout.idx` + `stdout.lit`, the same
  * for stderr (fs/spool_mview.c; an earlier version's plain `stdout` copy
  * is still adopted).  DIR must belong to root or the daemon's user
@@ -44,6 +46,10 @@ int spool_restore(spool_t *sp, router_t *r, bool keep_running);
  * cache until the kernel wants it (-o spool_keep_cache).  Before any
  * append. */
 void spool_keep_cache(spool_t *sp);
+
+/* No stage (fs/spool_stage.h): rank files are written through the page
+ * cache however long they grow (-o spool_nostage).  Before any append. */
+void spool_no_stage(spool_t *sp);
 
 /* For router_config.store / store_ctx. */
 const struct router_store_ops *spool_store_ops(void);

@@ -12,6 +12,7 @@
 
 #include "fs/spool.h"
 #include "fs/spool_flush.h"
+#include "fs/spool_stage.h"
 
 #define SPOOL_NAME_TRIES 100000 /* job directory numbers tried per job */
 
@@ -21,7 +22,9 @@ struct spool {
 	int dirfd; /* the verified top directory */
 	uint64_t next; /* next job directory number to try */
 	bool no_punch; /* the filesystem cannot punch holes: logged once */
+	bool stage_warned; /* a stage could not be made: logged once */
 	spool_flusher_t *fl; /* drop-behind (spool_flush.h); NULL: none */
+	spool_stager_t *sg; /* the stage (spool_stage.h); NULL: none */
 	/* Plain files with a descriptor, most recently used first: at most
 	 * max_open (0 until the first open: a quarter of RLIMIT_NOFILE then),
 	 * the least recently used is closed and reopened by name when used
@@ -64,6 +67,10 @@ struct spool_file {
 			   * merged view (spool_mview_cover(), at restore) */
 	uint64_t cov;	  /* a rank file: records of its view that a cap
 			   * punched held its bytes [0, cov) (spool_mcov.c) */
+	/* A rank file's stage (spool_stage.h), NULL: the page cache; no_stage:
+	 * its filesystem has no O_DIRECT, never try again. */
+	struct spool_stage *st;
+	bool no_stage;
 	struct spool_mview *mv; /* a merged view's index, NULL: plain file */
 	bool spliced; /* O_APPEND cleared for splice_in (position at its end) */
 	bool listed;  /* on sp->lru (plain files; a view's stay open) */

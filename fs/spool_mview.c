@@ -340,8 +340,7 @@ static const uint8_t *rank_bytes(struct spool_file *f, uint32_t rank,
 		mv->rb_rank = SPOOL_NO_RANK;
 		if (max > MV_RBUF)
 			max = MV_RBUF;
-		if (!rf || spool_file_fd(rf) < 0 ||
-		    pread_full(rf->fd, mv->rbuf, max, off) < 0)
+		if (!rf || spool_stage_pread(rf, mv->rbuf, max, off) < 0)
 			return NULL;
 		mv->rb_rank = rank;
 		mv->rb_off = off;

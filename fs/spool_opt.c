@@ -64,6 +64,10 @@ int spool_option(struct spool_options *o, const char *tok, char *err,
 		o->keep_cache = true;
 		return 1;
 	}
+	if (!strcmp(tok, "spool_nostage")) {
+		o->no_stage = true;
+		return 1;
+	}
 	if ((rc = size_opt(tok, "spool_max_stream", &o->max_stream,
 			   &o->set_stream, err, errlen)) ||
 	    (rc = size_opt(tok, "spool_max_job", &o->max_job, &o->set_job,

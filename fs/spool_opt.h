@@ -25,7 +25,8 @@
 struct spool_options {
 	const char *dir; /* -o spool=DIR; NULL = the default */
 	bool off;	 /* -o nospool */
-	bool keep_cache; /* -o spool_keep_cache: no drop-behind */
+	bool keep_cache; /* -o spool_keep_cache: no drop-behind, no stage */
+	bool no_stage;	 /* -o spool_nostage (fs/spool_stage.h) */
 	bool set_stream, set_job, set_total, set_user; /* given (else the
 							* defaults) */
 	uint64_t max_stream, max_job, max, max_user; /* 0 = no cap */

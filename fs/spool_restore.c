@@ -198,6 +198,12 @@ static struct spool_file *adopt(struct spool_job *j, router_job_t *job,
 		snprintf(name, sizeof(name), "%s", ch);
 	else
 		snprintf(name, sizeof(name), "%" PRIu32 ".%s", rank, ch);
+	if (rank != ROUTER_RANK_WILDCARD) { /* what a killed daemon staged */
+		int rc = spool_stage_apply(j->dirfd, name);
+
+		if (rc < 0)
+			spool_log(j->sp, j->name, strerror(-rc));
+	}
 	if (fstatat(j->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 	    spool_file_open(j, name, false, &f) < 0) {
 		restore_mtime(j, job, rank, channel, NULL);

@@ -170,7 +170,8 @@ int conn_deliver_piped(struct conn *c, uint32_t idx, uint32_t channel,
 }
 
 int conn_deliver_spliced(struct conn *c, uint32_t idx, uint32_t channel,
-			 struct dq_entry *e, size_t cap, int fd, size_t *taken)
+			 struct dq_entry *e, uint8_t *buf, size_t cap, int fd,
+			 size_t *taken)
 {
 	struct crank *cr = &c->ranks[idx];
 	router_proc_t proc;
@@ -181,7 +182,7 @@ int conn_deliver_spliced(struct conn *c, uint32_t idx, uint32_t channel,
 	e->rank_idx = idx;
 	e->dirs = c->dirs;
 	router_proc_set(&proc, c->nspace, cr->rank);
-	rc = router_deliver_pipe(c->srv->router, &proc, channel, fd, e->bytes,
+	rc = router_deliver_pipe(c->srv->router, &proc, channel, fd, buf,
 				 cap, &e->dirs, deliver_cb, e, taken);
 	if (rc == ROUTER_AGAIN || rc == ROUTER_ERR_PIPE ||
 	    rc == ROUTER_ERR_NOT_SUPPORTED || rc == ROUTER_STORE_FULL)

@@ -28,7 +28,9 @@
 #include "net/wire.h"
 #include "net/server_i.h"
 
-#define PIPE_READ_CHUNK (64u << 10)  /* one read(): a default pipe's size */
+#define PIPE_GROWN	(256u << 10) /* a busy output pipe's size */
+#define PIPE_GROWN_MAX	64	     /* pipes grown at a time (16 MiB) */
+#define PIPE_READ_CHUNK PIPE_GROWN   /* one read() at most */
 #define PIPE_READ_BURST 16	     /* reads per wake-up at most */
 #define PIPE_STDIN_HIGH (64u << 10)  /* queued stdin: XOFF it */
 #define PIPE_STDIN_LOW	(16u << 10)  /* ... XON */
@@ -37,6 +39,8 @@ struct conn_pipe {
 	struct crank *cr;
 	uint32_t channel; /* ROUTER_CH_STDOUT / STDERR */
 	int fd;		  /* read end, -1 at end of file */
+	int size;	  /* the pipe's capacity; 0: unknown, no growing */
+	bool grown;	  /* counted in srv->pipes_grown: pipe_shrink() */
 	struct event *ev;
 	bool armed;
 	bool plain; /* its stream takes no bytes from a pipe: read() it */
@@ -180,6 +184,37 @@ void conn_pipe_update(struct conn *c)
 }
 
 /* One pipe at end of file (or broken): COMPLETE, then a held EXIT. */
+/* A read that emptied a full pipe: its producer outruns one pipe of
+ * bytes per wake-up, so give it PIPE_GROWN (fewer reads, wake-ups and
+ * context switches), while fewer than PIPE_GROWN_MAX pipes are grown.
+ * The pages count against the ranks' owner's pipe-user-pages-soft (64
+ * MiB by default); the bound keeps them well under it.  A refusal (the
+ * owner over its limit, pipe-max-size) leaves the pipe as it is. */
+static void pipe_grow(struct conn_pipe *p)
+{
+	net_server_t *s = p->cr->c->srv;
+	int size;
+
+	if (p->grown || s->pipes_grown >= PIPE_GROWN_MAX)
+		return;
+	size = fcntl(p->fd, F_SETPIPE_SZ, (int)PIPE_GROWN);
+	p->size = 0; /* asked once */
+	if (size < (int)PIPE_GROWN)
+		return;
+	p->size = size;
+	p->grown = true;
+	s->pipes_grown++;
+}
+
+/* Release pipe_grow()'s count.  Idempotent. */
+static void pipe_shrink(struct conn_pipe *p)
+{
+	if (!p->grown)
+		return;
+	p->grown = false;
+	p->cr->c->srv->pipes_grown--;
+}
+
 static void pipe_eof(struct conn_pipe *p)
 {
 	struct crank *cr = p->cr;
@@ -187,6 +222,7 @@ static void pipe_eof(struct conn_pipe *p)
 	uint32_t idx = (uint32_t)(cr - c->ranks);
 
 	pipe_arm(p, false);
+	pipe_shrink(p);
 	close(p->fd);
 	p->fd = -1;
 	if (conn_deliver_piped(c, idx, p->channel, NULL, 0, true) < 0)
@@ -224,9 +260,17 @@ static ssize_t pipe_read_one(struct conn *c, struct conn_pipe *p,
 	ssize_t n;
 
 	if (!p->plain) {
+		net_server_t *s = c->srv;
 		size_t taken = 0;
-		int rc = conn_deliver_spliced(c, idx, p->channel, e,
-					      PIPE_READ_CHUNK, p->fd, &taken);
+		int rc;
+
+		if (!s->pipe_buf && !(s->pipe_buf = malloc(PIPE_READ_CHUNK))) {
+			free(e);
+			conn_fail(c, PROTO_REFUSED_ROUTER, "out of memory");
+			return -1;
+		}
+		rc = conn_deliver_spliced(c, idx, p->channel, e, s->pipe_buf,
+					  PIPE_READ_CHUNK, p->fd, &taken);
 
 		if (rc == ROUTER_SUCCESS)
 			return (ssize_t)taken; /* e delivered */
@@ -239,6 +283,8 @@ static ssize_t pipe_read_one(struct conn *c, struct conn_pipe *p,
 		if (rc == ROUTER_ERR_NOT_SUPPORTED)
 			p->plain = true; /* no store to splice into, ever */
 	}
+	if (!(e = realloc(e, sizeof(*e) + PIPE_READ_CHUNK)))
+		return -1;
 	n = read(p->fd, e->bytes, PIPE_READ_CHUNK);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
 		free(e);
@@ -265,7 +311,7 @@ static void pipe_read_cb(evutil_socket_t fd, short what, void *arg)
 
 	for (int i = 0; i < PIPE_READ_BURST && p->armed; i++) {
 		/* read straight into the delivery entry: no copy */
-		struct dq_entry *e = malloc(sizeof(*e) + PIPE_READ_CHUNK);
+		struct dq_entry *e = malloc(sizeof(*e));
 		ssize_t n;
 
 		if (!e) {
@@ -279,6 +325,8 @@ static void pipe_read_cb(evutil_socket_t fd, short what, void *arg)
 		if (n <= 0)
 			return;
 		rank_update(cr); /* the FIFO may have passed its bound */
+		if (p->size && !p->grown && n >= p->size)
+			pipe_grow(p);
 		if ((size_t)n < PIPE_READ_CHUNK)
 			return;
 	}
@@ -382,6 +430,13 @@ static int pipe_init(struct conn_pipe *p, struct crank *cr, uint32_t channel,
 	p->cr = cr;
 	p->channel = channel;
 	p->fd = fd;
+	p->size = fcntl(fd, F_GETPIPE_SZ);
+	if (p->size < 0)
+		p->size = 0;
+	if (p->size >= (int)PIPE_GROWN) { /* grown before a resume: count it */
+		p->grown = true;
+		cr->c->srv->pipes_grown++;
+	}
 	p->ev = event_new(cr->c->srv->base, fd, EV_READ | EV_PERSIST,
 			  pipe_read_cb, p);
 	return p->ev ? 0 : -ENOMEM;
@@ -395,6 +450,7 @@ static void rank_release(struct crank *cr)
 		return;
 	struct conn_pipe *ps[2] = {&pp->out, &pp->err};
 	for (int i = 0; i < 2; i++) {
+		pipe_shrink(ps[i]);
 		if (ps[i]->ev)
 			event_free(ps[i]->ev);
 		if (ps[i]->fd >= 0)

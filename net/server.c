@@ -424,5 +424,6 @@ void net_server_free(net_server_t *s)
 	strmap_release(&s->conns_by_ns);
 	uidmap_release(&s->uids);
 	auth_worker_free(s->auth);
+	free(s->pipe_buf);
 	free(s);
 }

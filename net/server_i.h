@@ -246,6 +246,12 @@ struct net_server {
 	 * announced, until the connection is freed) and their bound, half
 	 * of RLIMIT_NOFILE (conn_admit_pipes()). */
 	uint64_t pipes_held, pipes_max;
+	/* Output pipes grown to PIPE_GROWN (conn_pipe.c): at most
+	 * PIPE_GROWN_MAX at a time, the pages being the ranks' owner's
+	 * (pipe-user-pages-soft); and the buffer a store's splice_in may
+	 * copy into (the router copies out of it at once). */
+	unsigned pipes_grown;
+	uint8_t *pipe_buf;
 };
 
 void srv_log(net_server_t *s, int level, const char *fmt, ...)
@@ -376,7 +382,8 @@ bool conn_pipe_offer(struct conn *c);
  * ROUTER_ERR_NOT_SUPPORTED (read it yourself from now on): nothing done,
  * @e still the caller's; < 0: the connection failed, @e freed. */
 int conn_deliver_spliced(struct conn *c, uint32_t idx, uint32_t channel,
-			 struct dq_entry *e, size_t cap, int fd, size_t *taken);
+			 struct dq_entry *e, uint8_t *buf, size_t cap, int fd,
+			 size_t *taken);
 void conn_pipe_fds(void *ctx, const int *fds, int n);
 /* RANK_START on a hand-over connection: take the next three descriptors
  * and start reading.  0, or a negative errno after conn_fail(). */

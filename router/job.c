@@ -651,6 +651,7 @@ int job_deliver_pipe(router_t *r, const router_proc_t *source,
 		     const router_directives_t *d, size_t *taken)
 {
 	router_rank_t *rank;
+	const void *bytes = buf;
 	ssize_t w;
 	int ci, rc;
 
@@ -661,7 +662,7 @@ int job_deliver_pipe(router_t *r, const router_proc_t *source,
 		return rc;
 	if (router_dir_on(d, ROUTER_DIR_COMPLETE))
 		return ROUTER_ERR_BAD_PARAM; /* bytes only: EOF is a deliver */
-	w = stream_splice(&rank->ch[ci].s, fd, buf, cap);
+	w = stream_splice(&rank->ch[ci].s, fd, buf, cap, &bytes);
 	if (w == -EAGAIN)
 		return ROUTER_AGAIN;
 	if (w == -EPIPE)
@@ -671,7 +672,7 @@ int job_deliver_pipe(router_t *r, const router_proc_t *source,
 	if (w <= 0)
 		return ROUTER_ERR_NOT_SUPPORTED;
 	*taken = (size_t)w;
-	return deliver_to(r, source, channel, rank, ci, buf, (size_t)w, d);
+	return deliver_to(r, source, channel, rank, ci, bytes, (size_t)w, d);
 }
 
 /* ---- readers, attributes (stats: router/stats.c) ------------------------ */

@@ -190,13 +190,15 @@ struct router_store_ops {
 	 * ref->size, or -errno (-ENOSPC, -EDQUOT retried as for append). */
 	ssize_t (*append_ref)(void *h, const struct router_store_ref *ref);
 	/* Optional, rank streams only: move up to @n bytes from the pipe @fd
-	 * to the end of the store (splice(2)) and copy them into @buf: a byte
+	 * to the end of the store (splice(2)) and point @bytes at them (into
+	 * @buf, or the store's own memory, valid until its next call): a byte
 	 * is then either in the store or still in the pipe, never both and
 	 * never neither.  Bytes moved (> 0), 0 at the pipe's end, -EAGAIN
 	 * when it is empty, -ENOSPC/-EDQUOT as for append and -ENOTSUP when
 	 * this store cannot take bytes from a pipe (nothing moved either
 	 * way), other -errno. */
-	ssize_t (*splice_in)(void *h, int fd, void *buf, size_t n);
+	ssize_t (*splice_in)(void *h, int fd, void *buf, size_t n,
+			     const void **bytes);
 	/* Optional, merged views stored by reference (append_ref): the bytes
 	 * @h takes on disk (its index and literal bytes), which the caps
 	 * count instead of the view's size: a view of short tagged lines is

@@ -122,12 +122,13 @@ void stream_destroy(struct stream *s);
  * the lag latch.  0 or -ENOMEM (nothing appended). */
 int stream_append(struct stream *s, const void *p, size_t n, uint64_t now);
 /* Store up to @n bytes straight from the pipe @fd (the store's splice_in,
- * which copies them into @buf) before they are appended: stream_append()
+ * which points @bytes at them, in @buf or its own memory) before they are appended: stream_append()
  * of exactly them must follow, and counts them stored.  The bytes moved
  * (> 0); -ENOSPC: the store is full (nothing moved: the caller delivers
  * the bytes the usual way, which holds them for the disk); -EAGAIN: the
  * pipe is empty; -EPIPE: at its end; -ENOTSUP: this stream cannot. */
-ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n);
+ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n,
+		      const void **bytes);
 /* EOF: notifies readers, releases held latches.  Idempotent. */
 void stream_complete(struct stream *s);
 /* Re-evaluate the latches (after a cursor moved or a reader left). */

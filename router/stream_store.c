@@ -274,7 +274,8 @@ int stream_adopt(struct stream *s, void *h, uint64_t size)
 	return 0;
 }
 
-ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
+ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n,
+		      const void **bytes)
 {
 	const struct router_store_ops *ops = s->r->store;
 	ssize_t w;
@@ -288,7 +289,7 @@ ssize_t stream_splice(struct stream *s, int fd, void *buf, size_t n)
 	if (!stream_store_live(s) || s->stored < s->end || !store_open(s))
 		return -ENOTSUP;
 	for (;;) {
-		w = ops->splice_in(s->store, fd, buf, n);
+		w = ops->splice_in(s->store, fd, buf, n, bytes);
 		if (w == -ENOSPC || w == -EDQUOT) {
 			if (store_make_room(s->r, s->job))
 				continue; /* an old job's space: again */

@@ -156,7 +156,8 @@ static inline ssize_t fk_append(void *h, const struct iovec *iov, int cnt)
 }
 /* splice_in of the fake: read() consumes exactly what it copies, as
  * splice() moves exactly what it stores. */
-static inline ssize_t fk_splice_in(void *h, int fd, void *buf, size_t n)
+static inline ssize_t fk_splice_in(void *h, int fd, void *buf, size_t n,
+				   const void **bytes)
 {
 	struct fake *f = h;
 	ssize_t r;
@@ -169,6 +170,7 @@ static inline ssize_t fk_splice_in(void *h, int fd, void *buf, size_t n)
 	if (r < 0)
 		return -errno;
 	memcpy(buf, f->data + f->len, (size_t)r);
+	*bytes = buf;
 	f->len += (size_t)r;
 	return r;
 }
