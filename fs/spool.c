@@ -379,6 +379,17 @@ static bool stage(struct spool_file *f)
 	return f->st != NULL;
 }
 
+static void spool_drop(void *h, uint64_t to);
+
+/* A staged file's punch waits for the direct writes under way (a write
+ * completing into a hole would fill it again): catch up as they end. */
+static ssize_t punch_behind(struct spool_file *f, ssize_t w)
+{
+	if (w > 0 && f->evicted > f->punched + ROUTER_STORE_ALIGN)
+		spool_drop(f, f->evicted);
+	return w;
+}
+
 static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 {
 	struct spool_file *f = h;
@@ -388,7 +399,7 @@ static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 	if (f->mv)
 		return spool_mview_append(f, iov, iovcnt);
 	if (stage(f))
-		return spool_stage_append(f, iov, iovcnt);
+		return punch_behind(f, spool_stage_append(f, iov, iovcnt));
 	fd = spool_file_fd(f);
 	if (fd < 0)
 		return fd;
@@ -431,7 +442,7 @@ static ssize_t spool_splice_in(void *h, int fd, void *buf, size_t n,
 	if (f->mv)
 		return -ENOTSUP;
 	if (stage(f))
-		return spool_stage_splice(f, fd, n, bytes);
+		return punch_behind(f, spool_stage_splice(f, fd, n, bytes));
 	ffd = spool_file_fd(f);
 	if (ffd < 0)
 		return ffd;
@@ -566,6 +577,8 @@ void spool_close(void *h, bool discard)
 
 	rank_file_forget(f);
 	spool_stage_close(f, discard);
+	if (!discard && !f->mv && f->evicted > f->punched)
+		spool_drop(f, f->evicted); /* what the stage's writes held up */
 	spool_mview_close(f, discard);
 	file_unlist(f);
 	if (f->fd >= 0)

@@ -731,6 +731,13 @@ int spool_stage_apply(int dirfd, const char *name)
 			rc = pwrite_full(fd, buf + skip, (size_t)(len - skip),
 					 off + skip);
 	}
+	/* what the caps evicted, which the daemon could not punch yet (a
+	 * direct write was under way): whole blocks, as spool_drop() does */
+	if (rc == 0 && hdr.evicted >= ROUTER_STORE_ALIGN &&
+	    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+		      (off_t)(hdr.evicted & ~(uint64_t)(ROUTER_STORE_ALIGN - 1))) != 0 &&
+	    errno != EOPNOTSUPP && errno != ENOSYS)
+		rc = -errno;
 done:
 	if (fd >= 0)
 		close(fd);
