@@ -588,6 +588,23 @@ void spool_close(void *h, bool discard)
 	free(f);
 }
 
+/* A rank stream ended: its stage goes (its last bytes written through the
+ * page cache), so a finished job's rank files are whole on disk and take
+ * no stage's 4 MiB; appends after it (a full disk's retry) are plain. */
+static void spool_complete(void *h)
+{
+	struct spool_file *f = h;
+
+	if (f->mv)
+		return;
+	f->no_stage = true;
+	if (!f->st)
+		return;
+	spool_stage_close(f, false);
+	if (f->evicted > f->punched)
+		spool_drop(f, f->evicted);
+}
+
 static const struct router_store_ops spool_ops = {
 	.job_open = spool_job_open,
 	.job_close = spool_job_close,
@@ -601,6 +618,7 @@ static const struct router_store_ops spool_ops = {
 	.append_ref = spool_append_ref,
 	.splice_in = spool_splice_in,
 	.disk_bytes = spool_disk_bytes,
+	.complete = spool_complete,
 };
 
 const struct router_store_ops *spool_store_ops(void)

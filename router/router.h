@@ -204,6 +204,10 @@ struct router_store_ops {
 	 * count instead of the view's size: a view of short tagged lines is
 	 * many times the rank bytes it names, and costs a fraction of them. */
 	uint64_t (*disk_bytes)(void *h);
+	/* Optional, rank streams: the stream ended (end of file, or its
+	 * rank's end): what the store holds in flight may settle on disk.
+	 * Appends may still follow (a full disk's retry from the ring). */
+	void (*complete)(void *h);
 };
 
 /*

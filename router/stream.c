@@ -357,6 +357,9 @@ void stream_complete(struct stream *s)
 	s->complete = true;
 	stream_lazy_unlink(s);
 	stream_store_sync(s); /* a batch still waiting */
+	if (s->store && stream_store_live(s) && s->r->store->complete &&
+	    s->rank != ROUTER_RANK_WILDCARD)
+		s->r->store->complete(s->store);
 	notify_readers(s);
 	stream_flow_release(s);
 }

@@ -4,12 +4,17 @@
 # kept in `<rank>.stdout.stage` until they are on disk.
 # 1. While a rank that printed 40 MB waits, its file has a stage, and the
 #    rank file's pages are not in the page cache (fincore); a reader of
-#    the mount gets every byte; after SIGTERM the rank file is exact and
-#    the stage gone.
+#    the mount gets every byte; once the rank ends the stage is gone and
+#    the rank file exact (and still after SIGTERM).
 # 2. kill -9 with the rank's last bytes only in the stage: the file on
 #    disk is short of them, the next daemon writes them back before it
 #    shows the job: exact, the stage gone.
 # 3. -o spool_nostage: no stage, the same bytes.
+# 4. A busy handed-over pipe grows to 256 KiB (net/conn_pipe.c
+#    pipe_grow()): a rank writes 8 MiB in 1 MiB writes, then prints its
+#    stdout pipe's size (F_GETPIPE_SZ) on stderr: 262144 on the hand-over,
+#    the kernel's 65536 on the socket path (the forwarder reads it); the
+#    8 MiB arrive exact either way.
 # Run on both paths (tests/fs/meson.build fs_both_paths): the hand-over
 # reads the pipe into the stage (its intent recorded first), the socket
 # path copies what it acknowledges into it.
@@ -51,6 +56,9 @@ WANT=$("$PRODUCE" -n $N -s 3 | sha256sum | cut -d' ' -f1)
 assert_eq "big through the mount" "$WANT" "$(timeout 60 head -c $N "$MNT/big/0/stdout" | sha256sum | cut -d' ' -f1)"
 touch "$T/g1"
 wait_for 30 exited "$MNT/big/info" || fail "job big did not end"
+# the stream's end closes the stage: the finished job's file is whole
+wait_for 10 test ! -e "$F.stage" || fail "the stage outlived its rank's end"
+assert_eq "big's rank file once the rank ended" "$WANT" "$(sha "$F")"
 stop_daemon
 assert_eq "big's rank file after SIGTERM" "$WANT" "$(sha "$F")"
 [ ! -e "$F.stage" ] || fail "the stage outlived a clean stop"
@@ -87,5 +95,24 @@ touch "$T/g3"
 wait_for 30 exited "$MNT/n/info" || fail "job n did not end"
 assert_eq "n through the mount" "$("$PRODUCE" -n $N2 -s 6 | sha256sum | cut -d' ' -f1)" \
 	"$(timeout 60 cat "$MNT/n/0/stdout" | sha256sum | cut -d' ' -f1)"
+stop_daemon
+
+# 4. pipe growth
+start_daemon -o "$OPTS"
+run_job p 1 python3 -c '
+import fcntl, os
+b = bytes(range(256)) * 4096
+for _ in range(8):
+    v = memoryview(b)
+    while v:
+        v = v[os.write(1, v):]
+os.write(2, b"pipe %d\n" % fcntl.fcntl(1, 1032))
+'
+wait_for 60 exited "$MNT/p/info" || fail "job p did not end: $(cat "$T/run-p.err")"
+if [ "$RUN_PATH" = handover ]; then want=262144; else want=65536; fi
+assert_eq "p: the rank's stdout pipe ($RUN_PATH)" "pipe $want" "$(timeout 10 cat "$MNT/p/0/stderr")"
+assert_eq "p: its 8 MiB" "$(python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 4096 * 8)' | sha256sum | cut -d' ' -f1)" \
+	"$(timeout 30 cat "$MNT/p/0/stdout" | sha256sum | cut -d' ' -f1)"
+log "a busy pipe on the $RUN_PATH path: $want bytes"
 stop_daemon
 log ok
