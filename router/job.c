@@ -646,8 +646,6 @@ int job_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 	return deliver_to(r, source, channel, rank, ci, bytes, len, d);
 }
 
-#define JOB_PIPE_PIECE (64u << 10) /* one append of a pipe read at most */
-
 int job_deliver_pipe(router_t *r, const router_proc_t *source,
 		     uint32_t channel, int fd, void *buf, size_t cap,
 		     const router_directives_t *d, size_t *taken)
@@ -674,15 +672,16 @@ int job_deliver_pipe(router_t *r, const router_proc_t *source,
 	if (w <= 0)
 		return ROUTER_ERR_NOT_SUPPORTED;
 	*taken = (size_t)w;
-	/* in pieces of the size a read used to be: one large append under a
-	 * small job cap left a merged view holding a rank's bytes its file
-	 * had evicted after a kill -9 (tests/fs/spool-caps.sh kc, 4 runs in
-	 * 10 with 256 KiB pieces, docs/design.md "Busy pipes grow") */
+	/* in pieces no larger than the window: an append beyond it drops its
+	 * head from the ring at once, and under a small job cap, after a
+	 * kill -9, that left a merged view holding a rank's bytes its file
+	 * had evicted (tests/fs/spool-caps.sh kc, -o window=64K, 4 runs in
+	 * 10 with 256 KiB appends; docs/design.md "Busy pipes grow") */
 	for (size_t done = 0; done < (size_t)w;) {
 		size_t m = (size_t)w - done;
 
-		if (m > JOB_PIPE_PIECE)
-			m = JOB_PIPE_PIECE;
+		if (m > r->window)
+			m = r->window;
 		rank->ch[ci].s.spliced = m; /* stored: counted by this append */
 		rc = deliver_to(r, source, channel, rank, ci,
 				(const char *)bytes + done, m, d);
