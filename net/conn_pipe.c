@@ -248,6 +248,15 @@ static void pipe_eof(struct conn_pipe *p)
 	}
 }
 
+/* One read at most: a grown pipe's size, and no more than the window (a
+ * blocking reader's XOFF would be overshot by the difference). */
+static size_t pipe_chunk(const struct conn *c)
+{
+	size_t w = router_window(c->srv->router);
+
+	return w < PIPE_READ_CHUNK ? w : PIPE_READ_CHUNK;
+}
+
 /* One read of @p into @e (owned from here): the store takes the bytes out
  * of the pipe (exact after a kill -9), else read() as they are (its
  * stream has no store to splice into, or the disk is full: then they
@@ -270,7 +279,7 @@ static ssize_t pipe_read_one(struct conn *c, struct conn_pipe *p,
 			return -1;
 		}
 		rc = conn_deliver_spliced(c, idx, p->channel, e, s->pipe_buf,
-					  PIPE_READ_CHUNK, p->fd, &taken);
+					  pipe_chunk(c), p->fd, &taken);
 
 		if (rc == ROUTER_SUCCESS)
 			return (ssize_t)taken; /* e delivered */
@@ -285,7 +294,7 @@ static ssize_t pipe_read_one(struct conn *c, struct conn_pipe *p,
 	}
 	if (!(e = realloc(e, sizeof(*e) + PIPE_READ_CHUNK)))
 		return -1;
-	n = read(p->fd, e->bytes, PIPE_READ_CHUNK);
+	n = read(p->fd, e->bytes, pipe_chunk(c));
 	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
 		free(e);
 		return 0;
@@ -325,9 +334,10 @@ static void pipe_read_cb(evutil_socket_t fd, short what, void *arg)
 		if (n <= 0)
 			return;
 		rank_update(cr); /* the FIFO may have passed its bound */
-		if (p->size && !p->grown && n >= p->size)
+		if (p->size && !p->grown && n >= p->size &&
+		    pipe_chunk(c) > (size_t)p->size) /* else reads stay small */
 			pipe_grow(p);
-		if ((size_t)n < PIPE_READ_CHUNK)
+		if ((size_t)n < pipe_chunk(c))
 			return;
 	}
 }

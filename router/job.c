@@ -262,6 +262,11 @@ bool router_job_removed(const router_job_t *job)
 	return job->removed;
 }
 
+size_t router_window(const router_t *r)
+{
+	return r->window;
+}
+
 size_t router_job_rank_count(const router_job_t *job)
 {
 	return job->nranks;
@@ -662,6 +667,14 @@ int job_deliver_pipe(router_t *r, const router_proc_t *source,
 		return rc;
 	if (router_dir_on(d, ROUTER_DIR_COMPLETE))
 		return ROUTER_ERR_BAD_PARAM; /* bytes only: EOF is a deliver */
+	/* a read beyond the window would overshoot a blocking reader's XOFF
+	 * by the difference, and one append beyond it drops its head from
+	 * the ring at once: under a small job cap, after a kill -9, that left
+	 * a merged view holding a rank's bytes its file had evicted
+	 * (tests/fs/spool-caps.sh kc, -o window=64K, 4 runs in 10 with
+	 * 256 KiB reads; docs/design.md "Busy pipes grow") */
+	if (cap > r->window)
+		cap = r->window;
 	w = stream_splice(&rank->ch[ci].s, fd, buf, cap, &bytes);
 	if (w == -EAGAIN)
 		return ROUTER_AGAIN;
@@ -672,24 +685,7 @@ int job_deliver_pipe(router_t *r, const router_proc_t *source,
 	if (w <= 0)
 		return ROUTER_ERR_NOT_SUPPORTED;
 	*taken = (size_t)w;
-	/* in pieces no larger than the window: an append beyond it drops its
-	 * head from the ring at once, and under a small job cap, after a
-	 * kill -9, that left a merged view holding a rank's bytes its file
-	 * had evicted (tests/fs/spool-caps.sh kc, -o window=64K, 4 runs in
-	 * 10 with 256 KiB appends; docs/design.md "Busy pipes grow") */
-	for (size_t done = 0; done < (size_t)w;) {
-		size_t m = (size_t)w - done;
-
-		if (m > r->window)
-			m = r->window;
-		rank->ch[ci].s.spliced = m; /* stored: counted by this append */
-		rc = deliver_to(r, source, channel, rank, ci,
-				(const char *)bytes + done, m, d);
-		if (rc < 0)
-			return rc;
-		done += m;
-	}
-	return 0;
+	return deliver_to(r, source, channel, rank, ci, bytes, (size_t)w, d);
 }
 
 /* ---- readers, attributes (stats: router/stats.c) ------------------------ */

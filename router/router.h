@@ -449,7 +449,9 @@ int router_deliver(router_t *r, const router_proc_t *source, uint32_t channel,
 /*
  * Deliver up to @cap bytes from the pipe @fd of @source's @channel: the
  * rank's store takes them out of the pipe itself (store op splice_in) and
- * copies them into @buf, then they are delivered as router_deliver() would.
+ * copies them into @buf (or points at them in its own memory), then they
+ * are delivered as router_deliver() would; at most @cap and at most the
+ * window (router_window()) at a time.
  * Whatever kills the daemon, each byte is either in the store or still in
  * the pipe (the pipe hand-over's exact resume, docs/design.md "Pipe
  * hand-over").  Loop thread, non-blocking form only (@cbfunc required).
@@ -498,6 +500,10 @@ void router_job_owner(const router_job_t *job, uint32_t *uid, uint32_t *gid);
 bool router_job_private(const router_job_t *job);
 /* Jobs in the registry (running or complete) owned by @uid.  O(1). */
 size_t router_uid_jobs(router_t *r, uint32_t uid);
+/* The window (router_config.window, or its default): the lag at which a
+ * blocking reader XOFFs its producer; a producer's read of more than it
+ * would overshoot that by the difference. */
+size_t router_window(const router_t *r);
 router_rank_t *router_job_rank_at(const router_job_t *job, size_t i);
 router_rank_t *router_job_rank(const router_job_t *job, uint32_t rank);
 router_job_t *router_rank_job(const router_rank_t *rank);
