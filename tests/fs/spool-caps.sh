@@ -69,10 +69,7 @@ stop_daemon
 #     completes the view from the rank files (its last batch was not
 #     stored): each rank's bytes in it are the rank file's tail, to its
 #     last byte, once (before: the view's index could not tell and the
-#     view lacked its last batch).  A rank may have none in it: its pipe,
-#     grown, is read 256 KiB at a time, and the view's kept tail (about
-#     200 KiB here) can be the other rank's last read (merged_ranks.py
-#     suffix-some).
+#     view lacked its last batch).
 KC="spool=$SP,window=$W,spool_max_job=512K,spool_max_stream=none,spool_max=none"
 start_daemon -o "$KC"
 run_job kc 2 sh -c "exec $PRODUCE -l -n 1G -s \$IOFS_RANK"
@@ -88,7 +85,7 @@ start_daemon -o "$KC"
 wait_for 10 test -d "$MNT/kc/1" || fail "kc not restored"
 for r in 0 1; do timeout 30 cat "$MNT/kc/$r/stdout" >"$T/kc.want$r"; done
 timeout 30 cat "$MNT/kc/stdout" >"$T/kc.merged" || fail "kc: cat of the merged view"
-python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/kc.merged" kc 2 "$T/kc.want" suffix-some >"$T/kc.check" ||
+python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/kc.merged" kc 2 "$T/kc.want" suffix >"$T/kc.check" ||
 	fail "kc: the completed view does not end with each rank's bytes: $(cat "$T/kc.check")"
 log "kill -9 under the job cap: the view ($(stat -c %s "$T/kc.merged") bytes) ends with each rank's bytes, once: $(tr '\n' ' ' <"$T/kc.check")"
 stop_daemon
@@ -140,7 +137,7 @@ wait_exit 60 "$JOB_PID" || fail "kd: forwarder did not end"
 wait_for 10 job_done kd || fail "kd not done: $(cat "$MNT/kd/info")"
 for r in 0 1; do timeout 30 cat "$MNT/kd/$r/stdout" >"$T/kd.want$r"; done
 timeout 30 cat "$MNT/kd/stdout" >"$T/kd.merged" || fail "kd: cat of the merged view"
-python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/kd.merged" kd 2 "$T/kd.want" suffix-some >"$T/kd.check" ||
+python3 "$IOFS_SOURCE_DIR/tests/fs/merged_ranks.py" "$T/kd.merged" kd 2 "$T/kd.want" suffix >"$T/kd.check" ||
 	fail "kd: after two kills the view does not end with each rank's bytes: $(cat "$T/kd.check")"
 md=$(info_get "$MNT/kd/info" merged_dropped_bytes)
 stop_daemon
