@@ -412,6 +412,36 @@ static ssize_t spool_append(void *h, const struct iovec *iov, int iovcnt)
 	return w;
 }
 
+int pwritev_full(int fd, struct iovec *iov, int cnt, uint64_t off)
+{
+	while (cnt) {
+		ssize_t w = pwritev(fd, iov, cnt, (off_t)off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		off += (uint64_t)w;
+		while (cnt && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
+{
+	struct iovec v = {.iov_base = (void *)buf, .iov_len = n};
+
+	return pwritev_full(fd, &v, 1, off);
+}
+
 int pread_full(int fd, void *buf, size_t n, uint64_t off)
 {
 	while (n) {

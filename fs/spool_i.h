@@ -79,6 +79,10 @@ struct spool_file {
 
 /* All @n bytes at @off, or -errno (-EIO at end of file). */
 int pread_full(int fd, void *buf, size_t n, uint64_t off);
+/* All of @iov (@cnt pieces, advanced as written) at @off, or -errno. */
+int pwritev_full(int fd, struct iovec *iov, int cnt, uint64_t off);
+/* All @n bytes of @buf at @off, or -errno. */
+int pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
 /* "DIR/NAME: WHAT" at LOG_ERR */
 void spool_log(spool_t *sp, const char *name, const char *what);
 /* Replace the job's file @name by @len bytes of @buf, through `@name.tmp`

@@ -46,30 +46,6 @@ static const char *ch_name(int ci)
 	return ci == 0 ? "stdout" : "stderr";
 }
 
-/* All of @iov at @off, or -errno. */
-static int pwritev_full(int fd, struct iovec *iov, int cnt, uint64_t off)
-{
-	while (cnt) {
-		ssize_t w = pwritev(fd, iov, cnt, (off_t)off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		off += (uint64_t)w;
-		while (cnt && (size_t)w >= iov->iov_len) {
-			w -= (ssize_t)iov->iov_len;
-			iov++;
-			cnt--;
-		}
-		if (cnt) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
-	}
-	return 0;
-}
-
 static int rec_read(struct spool_file *f, uint64_t i, struct mv_rec *r)
 {
 	return pread_full(f->fd, r, sizeof(*r), MV_HDR + i * sizeof(*r));

@@ -53,22 +53,6 @@ static void stage_name(const struct spool_file *f, char *buf, size_t len)
 	snprintf(buf, len, "%s%s", f->name, STAGE_SUFFIX);
 }
 
-static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t w = pwrite(fd, buf, n, (off_t)off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		buf = (const char *)buf + w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
 #if IOFS_HAVE_URING
 #include <liburing.h>
 
