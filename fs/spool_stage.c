@@ -431,8 +431,6 @@ ssize_t spool_stage_append(struct spool_file *f, const struct iovec *iov,
 	return (ssize_t)done;
 }
 
-/* The hand-over reads the pipe itself: a byte read is copied into the
- * stage at once (a kill -9 between the two loses that read). */
 /* The hand-over: read the pipe straight into the stage, exactly as many
  * bytes as it holds, with the read's intent recorded first, so that a
  * restart can tell whether it happened (spool_stage_apply()). */
@@ -529,8 +527,6 @@ int spool_stage_pread(struct spool_file *f, void *buf, size_t n,
 	}
 	return 0;
 }
-
-/* The first rank byte that may not be in the rank file yet. */
 
 /* The first rank byte that may not be in the rank file yet. */
 static uint64_t durable(const struct spool_stage *st)
