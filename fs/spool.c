@@ -601,14 +601,21 @@ static uint64_t spool_disk_bytes(void *h)
 		       : 0;
 }
 
+/* @f's stage goes (its last bytes written unless @discard; no-op without
+ * one), and the caps' punch catches up with what its writes held up. */
+static void stage_end(struct spool_file *f, bool discard)
+{
+	spool_stage_close(f, discard);
+	if (!discard && !f->mv && f->evicted > f->punched)
+		spool_drop(f, f->evicted);
+}
+
 void spool_close(void *h, bool discard)
 {
 	struct spool_file *f = h;
 
 	rank_file_forget(f);
-	spool_stage_close(f, discard);
-	if (!discard && !f->mv && f->evicted > f->punched)
-		spool_drop(f, f->evicted); /* what the stage's writes held up */
+	stage_end(f, discard);
 	spool_mview_close(f, discard);
 	file_unlist(f);
 	if (f->fd >= 0)
@@ -628,11 +635,8 @@ static void spool_complete(void *h)
 	if (f->mv)
 		return;
 	f->no_stage = true;
-	if (!f->st)
-		return;
-	spool_stage_close(f, false);
-	if (f->evicted > f->punched)
-		spool_drop(f, f->evicted);
+	if (f->st)
+		stage_end(f, false);
 }
 
 static const struct router_store_ops spool_ops = {
@@ -675,7 +679,7 @@ int spool_new(iofs_log_t *log, const char *dir, char *err, size_t errlen,
 	if (rc < 0) /* then the pages stay cached */
 		iofs_logf(log, LOG_WARNING, "spool",
 			  "no drop-behind thread: %s", strerror(-rc));
-	rc = spool_stager_new(log, -1, &sp->sg);
+	rc = spool_stager_new(log, &sp->sg);
 	if (rc < 0 && rc != -ENOSYS) /* then through the page cache */
 		iofs_logf(log, LOG_WARNING, "spool",
 			  "no io_uring (%s): rank files are written through "

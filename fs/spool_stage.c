@@ -108,12 +108,11 @@ static char *slot_data(struct spool_stage *st, int i)
 	return st->buf + (size_t)i * STAGE_STRIDE + st->skew[i];
 }
 
-int spool_stager_new(iofs_log_t *log, int dirfd, spool_stager_t **out)
+int spool_stager_new(iofs_log_t *log, spool_stager_t **out)
 {
 	spool_stager_t *sg = calloc(1, sizeof(*sg));
 	int rc;
 
-	(void)dirfd;
 	*out = NULL;
 	if (!sg)
 		return -ENOMEM;
@@ -621,10 +620,9 @@ void spool_stage_close(struct spool_file *f, bool discard)
 
 #else /* !IOFS_HAVE_URING: nothing is staged */
 
-int spool_stager_new(iofs_log_t *log, int dirfd, spool_stager_t **out)
+int spool_stager_new(iofs_log_t *log, spool_stager_t **out)
 {
 	(void)log;
-	(void)dirfd;
 	*out = NULL;
 	return -ENOSYS;
 }

@@ -43,7 +43,7 @@ typedef struct spool_stager spool_stager_t;
 
 /* The spool's io_uring and the list of stages: 0 and *out, or -errno
  * (*out NULL: nothing is staged; the caller logs why once). */
-int spool_stager_new(iofs_log_t *log, int dirfd, spool_stager_t **out);
+int spool_stager_new(iofs_log_t *log, spool_stager_t **out);
 /* Every stage closed first (spool_stage_close()).  NULL-safe. */
 void spool_stager_free(spool_stager_t *sg);
 
