@@ -24,8 +24,7 @@
 #define STAGE_BYTES (STAGE_HDR + (size_t)SPOOL_STAGE_SLOTS * STAGE_STRIDE)
 #define STAGE_MAGIC "IOFSSTG3"
 #define STAGE_SUFFIX ".stage"
-#define STAGE_BOUNCES 8 /* bounced direct writes in flight, per daemon */
-#define STAGE_DIRECT 8	/* unbounced ones (from the stage), per daemon */
+#define STAGE_BOUNCES 8 /* direct writes in flight at most, per daemon */
 
 /* Page 0 of a stage file (mapped).  A buffer's len is stored after its
  * bytes and zeroed when its direct write completed: a restart writes back
@@ -90,7 +89,6 @@ struct spool_stager {
 	char *bounce;
 	uint32_t bfree;
 	bool fixed;
-	unsigned direct; /* writes in flight straight from a stage */
 	TAILQ_HEAD(spool_stage_list, spool_stage) stages;
 	unsigned n;
 };
@@ -121,8 +119,7 @@ int spool_stager_new(iofs_log_t *log, spool_stager_t **out)
 		free(sg);
 		return rc;
 	}
-	rc = io_uring_queue_init(2 * (STAGE_BOUNCES + STAGE_DIRECT), &sg->ring,
-				 0);
+	rc = io_uring_queue_init(2 * STAGE_BOUNCES, &sg->ring, 0);
 	if (rc < 0)
 		goto fail_pipe;
 	if (posix_memalign((void **)&sg->bounce, 4096,
@@ -191,9 +188,7 @@ static void reap(spool_stager_t *sg, bool wait)
 		int i = (int)(ud & 15), res = cqe->res;
 
 		io_uring_cqe_seen(&sg->ring, cqe);
-		if (st->bidx[i] >= 0)
-			sg->bfree |= 1u << st->bidx[i];
-		sg->direct -= st->bidx[i] < 0;
+		sg->bfree |= 1u << st->bidx[i];
 		st->bidx[i] = -1;
 		st->busy[i] = false;
 		st->inflight--;
@@ -208,50 +203,32 @@ static void reap(spool_stager_t *sg, bool wait)
 	}
 }
 
-/* Write buffer @i (full, or failed before) to the rank file: straight
- * from the stage when its bytes sit on a page boundary (no pipe skew: the
- * socket path, and the hand-over's buffers before the skew is learned;
- * the pages are pinned for the write), else from a bounce buffer, since
- * the device wants aligned memory. */
 static int submit(struct spool_stage *st, int i)
 {
 	spool_stager_t *sg = st->sg;
 	struct io_uring_sqe *sqe;
-	char *src = slot_data(st, i);
-	bool direct = ((uintptr_t)src & 4095u) == 0;
-	int b = -1, rc;
+	char *copy;
+	int b, rc;
 
-	if (direct) {
-		while (sg->direct >= STAGE_DIRECT) /* bound the CQ's load */
-			reap(sg, true);
-	} else {
-		while (!sg->bfree) /* every bounce buffer is being written */
-			reap(sg, true);
-		b = __builtin_ctz(sg->bfree);
-	}
+	while (!sg->bfree) /* every bounce buffer is being written */
+		reap(sg, true);
+	b = __builtin_ctz(sg->bfree);
 	sqe = io_uring_get_sqe(&sg->ring);
-	if (!sqe) /* never: more entries than writes in flight */
+	if (!sqe) /* never: twice as many entries as bounce buffers */
 		return -EBUSY;
-	if (!direct) {
-		char *copy = sg->bounce + (size_t)b * SPOOL_STAGE_SLOT;
-
-		memcpy(copy, src, SPOOL_STAGE_SLOT);
-		src = copy;
-	}
-	if (b >= 0 && sg->fixed)
-		io_uring_prep_write_fixed(sqe, st->dfd, src, SPOOL_STAGE_SLOT,
+	copy = sg->bounce + (size_t)b * SPOOL_STAGE_SLOT;
+	memcpy(copy, slot_data(st, i), SPOOL_STAGE_SLOT);
+	if (sg->fixed)
+		io_uring_prep_write_fixed(sqe, st->dfd, copy, SPOOL_STAGE_SLOT,
 					  st->off[i], b);
 	else
-		io_uring_prep_write(sqe, st->dfd, src, SPOOL_STAGE_SLOT,
+		io_uring_prep_write(sqe, st->dfd, copy, SPOOL_STAGE_SLOT,
 				    st->off[i]);
 	io_uring_sqe_set_data(sqe, (void *)((uintptr_t)st | (uintptr_t)i));
 	rc = io_uring_submit(&sg->ring);
 	if (rc < 0)
 		return rc;
-	if (b >= 0)
-		sg->bfree &= ~(1u << b);
-	else
-		sg->direct++;
+	sg->bfree &= ~(1u << b);
 	st->bidx[i] = b;
 	st->busy[i] = true;
 	st->err[i] = 0;
