@@ -66,8 +66,7 @@ static void rank_latch_release(router_rank_t *rank, int ci)
 
 static void rank_stream_flow(struct stream *s, unsigned reason, bool on)
 {
-	struct rank_chan *c =
-	    (struct rank_chan *)((char *)s - offsetof(struct rank_chan, s));
+	struct rank_chan *c = rank_chan_of(s);
 
 	rank_latch(c->rank, (int)(c - c->rank->ch), reason, on);
 }
@@ -622,12 +621,21 @@ static int deliver_to(router_t *r, const router_proc_t *source,
 		return 0;
 	}
 	if (len) {
+		c->feeding = true; /* a cap in the append keeps these */
+		c->feed_from = c->s.end;
 		rc = stream_append(&c->s, bytes, len, now);
-		if (rc < 0)
+		if (rc < 0) {
+			c->feeding = c->caps_due = false;
 			return rc;
+		}
 		router_subs_emit(r, source, channel, bytes, len, &eff);
 		rc = line_feed(rank, ci, channel, bytes, len, c->s.end - len,
 			       &eff, now);
+		c->feeding = false;
+		if (c->caps_due) { /* now that the view refers to them */
+			c->caps_due = false;
+			store_caps(&c->s);
+		}
 		if (rc < 0)
 			router_logf(r, LOG_ERR,
 				    "router: merged view of %s lost bytes: %s",

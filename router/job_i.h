@@ -38,7 +38,18 @@ struct rank_chan {
 	router_rank_t *rank; /* back pointer (callbacks get the stream) */
 	uint8_t reasons;     /* the (rank, channel) latch: SUSPEND_* bits */
 	uint64_t xoff, xon;
+	/* deliver_to() between the append and line_feed(): the merged view
+	 * has not taken the rank's bytes from @feed_from on, and the caps
+	 * wait for it (@caps_due: store_caps() runs after line_feed()) */
+	bool feeding, caps_due;
+	uint64_t feed_from;
 };
+
+/* The rank channel whose stream @s is (@s not a merged view's). */
+static inline struct rank_chan *rank_chan_of(struct stream *s)
+{
+	return (struct rank_chan *)((char *)s - offsetof(struct rank_chan, s));
+}
 
 struct router_rank {
 	router_job_t *job;
@@ -198,6 +209,15 @@ void mrec_add(struct merged *m, uint64_t moff, const char *lit, size_t plen,
  * (@cover NULL: a newline that ends another rank's line). */
 void mrec_add_lit(struct merged *m, uint64_t moff, size_t len,
 		  struct stream *cover, uint64_t cover_end);
+/* A cap must not evict a rank's bytes before its merged view has stored
+ * its reference to them: the view would store them as they are, and hold
+ * bytes of the rank that the rank's file no longer does.  For rank stream
+ * @src, the first byte the view has not taken yet (a partial line
+ * pending, bytes being delivered), and the first byte a piece of the view
+ * not stored yet refers to; UINT64_MAX: none (or a view stored as it is,
+ * which holds copies anyway). */
+uint64_t mrec_unfed_from(const struct stream *src);
+uint64_t mrec_unstored_from(const struct stream *src);
 /* Forget the records past the view's end (an append failed). */
 void mrec_trim(struct merged *m);
 void mrec_free(struct merged *m);

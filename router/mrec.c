@@ -9,6 +9,7 @@
  * has not stored yet (its store held back) are waited for, not copied.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,36 @@ bool mrec_on(const struct merged *m)
 
 	return s->r->store && s->r->store->append_ref && !s->store_failed &&
 	       !m->noref;
+}
+
+/* @src's merged view (@src a rank stream). */
+static const struct merged *view_of(const struct stream *src)
+{
+	return &src->job->m[src->channel == ROUTER_CH_STDOUT ? CI_OUT : CI_ERR];
+}
+
+uint64_t mrec_unfed_from(const struct stream *src)
+{
+	const struct rank_chan *c = rank_chan_of((struct stream *)src);
+	uint64_t from = c->feeding ? c->feed_from : UINT64_MAX;
+
+	if (!mrec_on(view_of(src))) /* a view stored as it is: copies */
+		return UINT64_MAX;
+	if (c->ls.len && c->ls.off < from)
+		from = c->ls.off;
+	return from;
+}
+
+uint64_t mrec_unstored_from(const struct stream *src)
+{
+	const struct merged *m = view_of(src);
+
+	if (!mrec_on(m))
+		return UINT64_MAX;
+	for (size_t i = m->rhead; i < m->nrec; i++)
+		if (m->recs[i].src == src)
+			return m->recs[i].roff;
+	return UINT64_MAX;
 }
 
 void mrec_free(struct merged *m)

@@ -96,6 +96,9 @@ struct router {
 	/* Merged views with a batch not stored yet (STORE_BATCH), stored
 	 * by ev_store too. */
 	TAILQ_HEAD(, stream) store_lazy;
+	/* stream_view_flush() under way: store_caps() waits for the cap
+	 * being applied (its caller's), no flush nests */
+	bool view_flushing;
 	struct event *ev_store;
 	/* Caps (router_config.store_max*; 0 = none) and what the store holds
 	 * (the sum of every stream's [store_start, stored)). */

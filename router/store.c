@@ -470,6 +470,13 @@ void store_caps(struct stream *s)
 	router_job_t *job = s->job;
 	uint64_t held = stream_store_held(s);
 
+	if (r->view_flushing) /* the caller is applying a cap */
+		return;
+	if (s->rank != ROUTER_RANK_WILDCARD && rank_chan_of(s)->feeding) {
+		rank_chan_of(s)->caps_due = true; /* after line_feed() */
+		return;
+	}
+
 	if (r->max_stream && held > r->max_stream)
 		evict_some(s, held - r->max_stream + cap_slack(r->max_stream));
 	if (r->max_job && job->store_bytes > r->max_job)

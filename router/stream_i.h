@@ -181,6 +181,13 @@ void stream_store_uncharge(struct stream *s);
 /* Off r->store_wait / r->store_lazy (idempotent). */
 void stream_store_unwait(struct stream *s);
 void stream_lazy_unlink(struct stream *s);
+/* A cap is about to evict rank bytes: merged view @mv first stores its
+ * pieces waiting for a batch (STORE_BATCH bytes or the timer), so that it
+ * holds references to them, which follow the eviction (mrec_follow()),
+ * not copies of bytes its ranks no longer hold.  Caps are not applied
+ * meanwhile (the caller is applying one), and flushes do not nest. */
+struct merged;
+void stream_view_flush(struct merged *mv);
 /* The store timer, armed (a batch or a full store waits). */
 void stream_store_timer_arm(router_t *r);
 

@@ -487,7 +487,11 @@ static void killed_check(int (*daemon)(struct sp *s), const char *ns,
 		want = malloc(1u << 20);
 		assert_non_null(want);
 		wlen = read_all(job, r, ROUTER_CH_STDOUT, want, 1u << 20);
-		assert_true(wlen > 10000);
+		/* some of it: a restart over the job cap cuts the largest
+		 * rank by the excess and an eighth of the cap (seed 202: from
+		 * 29359 to 8879 bytes, as the view's last batch was stored at
+		 * the last eviction, and the refeed took the job over) */
+		assert_true(wlen > 4096);
 		got = xml ? unmerge_xml(view + skip, vlen - skip, ns, r, &glen)
 			  : unmerge(view + skip, vlen - skip, ns, r, want,
 				    wlen, &glen);
