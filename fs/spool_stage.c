@@ -660,6 +660,8 @@ int spool_stage_apply(int dirfd, const char *name)
 {
 	char sname[64];
 	struct stage_hdr hdr;
+	struct stat sb;
+	uint64_t end = 0; /* the stream's length the stage knows of */
 	char *buf = NULL;
 	int sfd, fd = -1, rc = 0;
 
@@ -695,12 +697,16 @@ int spool_stage_apply(int dirfd, const char *name)
 	for (int i = 0; i < SPOOL_STAGE_SLOTS && rc == 0; i++) {
 		uint64_t off = hdr.slot[i].off, len = hdr.slot[i].len, skip = 0;
 
-		if (!len || off + len <= hdr.evicted)
+		if (!len)
 			continue;
 		if (len > SPOOL_STAGE_SLOT) {
 			rc = -EINVAL;
 			break;
 		}
+		if (off + len > end)
+			end = off + len;
+		if (off + len <= hdr.evicted)
+			continue; /* evicted: its length only (below) */
 		if (off < hdr.evicted)
 			skip = hdr.evicted - off;
 		rc = pread_full(sfd, buf, (size_t)len,
@@ -709,6 +715,11 @@ int spool_stage_apply(int dirfd, const char *name)
 			rc = pwrite_full(fd, buf + skip, (size_t)(len - skip),
 					 off + skip);
 	}
+	/* a buffer the caps took whole still counts in the stream's length:
+	 * the file reaches its end, a hole */
+	if (rc == 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < end &&
+	    ftruncate(fd, (off_t)end) != 0)
+		rc = -errno;
 	/* what the caps evicted, which the daemon could not punch yet (a
 	 * direct write was under way): whole blocks, as spool_drop() does */
 	if (rc == 0 && hdr.evicted >= ROUTER_STORE_ALIGN &&

@@ -3,6 +3,8 @@
  * fills up): per stream, per job, in all, their eviction order, what a
  * blocking reader needs kept, exact dropped_bytes, a restart after
  * eviction, and a full disk taking an old job's space first. */
+#include <sys/wait.h>
+
 #include "tests/router/spool_harness.h"
 
 /* A full store first takes the space of the oldest complete job (logged),
@@ -740,6 +742,72 @@ static void job_cap_view_follows_ranks(void **state)
 	sp_free(s);
 }
 
+/* A running rank that the user cap took whole while its stage's last
+ * buffer was not written to its file yet, then a kill -9 (a child that
+ * _exit()s): the restarted rank keeps its length, every byte counted as
+ * evicted.  The restart wrote nothing of a buffer below the evicted mark,
+ * and the file (so the restored stream) stayed that buffer short. */
+static void killed_staged_rank_evicted_whole(void **state)
+{
+	const uint64_t cap = 1u << 20;
+	struct router_config cfg = {.store_max_user = cap};
+	struct sp *s = sp_cfg(cfg);
+	size_t n = (6u << 20) - (64u << 10), piece = 64u << 10;
+	char *in = malloc(n), path[128], err[256];
+	struct router_stats st;
+	spool_t *sp2;
+	struct h *h2;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(in);
+	for (size_t i = 0; i < n; i++) /* 64-byte lines: no partial one */
+		in[i] = i % 64 == 63 ? '\n' : (char)('a' + i % 26);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct router_rank_info info = {.pid = 1, .host = "h",
+						.uid = 1, .gid = 1,
+						.job_size = 1};
+		router_reader_t *rd;
+		router_rank_t *rk, *pin;
+		router_proc_t p;
+
+		router_proc_set(&p, "big", 0);
+		if (router_rank_register(s->h->r, &p, &info, NULL, NULL,
+					 &rk) != 0)
+			_exit(2);
+		for (size_t at = 0; at < n; at += piece)
+			h_put(s->h, "big", 0, ROUTER_CH_STDOUT, in + at, piece,
+			      0, 0, NULL);
+		/* the same user's job, all of it kept by its reader */
+		pinned_job_of(s, "pin", 1, in, cap, &rd, &pin);
+		router_rank_stats(rk, &st);
+		snprintf(path, sizeof(path), "%s/0/0.stdout.stage", s->dir);
+		_exit(st.spool_bytes == 0 && access(path, F_OK) == 0 ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0); /* 3: the case not made */
+	h_free(s->h); /* this process never had the jobs */
+	spool_free(s->sp);
+	assert_int_equal(spool_new(NULL, s->dir, err, sizeof(err), &sp2), 0);
+	cfg.window = WIN;
+	cfg.store = spool_store_ops();
+	cfg.store_ctx = sp2;
+	h2 = h_new(&cfg);
+	assert_int_equal(spool_restore(sp2, h2->r, false), 2);
+	router_job_stats(router_job_lookup(h2->r, "big"), &st);
+	assert_int_equal(st.stdout_bytes, n);
+	assert_int_equal(st.dropped_bytes, n);
+	h_free(h2);
+	spool_free(sp2);
+	rm_tree(s->dir, 1);
+	free(s);
+	free(in);
+}
+
 /* A cap never evicts what a running job's blocking reader still needs:
  * with a reader that reads nothing, the store keeps everything past its
  * cursor (the producer is XOFFed at the window); it then gets every byte.
@@ -803,6 +871,7 @@ int main(void)
 	    cmocka_unit_test(cap_spares_blocking_reader),
 	    cmocka_unit_test(short_lines_view_not_cut),
 	    cmocka_unit_test(job_cap_view_follows_ranks),
+	    cmocka_unit_test(killed_staged_rank_evicted_whole),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
