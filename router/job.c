@@ -676,11 +676,8 @@ int job_deliver_pipe(router_t *r, const router_proc_t *source,
 	if (router_dir_on(d, ROUTER_DIR_COMPLETE))
 		return ROUTER_ERR_BAD_PARAM; /* bytes only: EOF is a deliver */
 	/* a read beyond the window would overshoot a blocking reader's XOFF
-	 * by the difference, and one append beyond it drops its head from
-	 * the ring at once: under a small job cap, after a kill -9, that left
-	 * a merged view holding a rank's bytes its file had evicted
-	 * (tests/fs/spool-caps.sh kc, -o window=64K, 4 runs in 10 with
-	 * 256 KiB reads; docs/design.md "Busy pipes grow") */
+	 * by the difference (tests/fs/mount.sh win; docs/design.md "Busy
+	 * pipes grow") */
 	if (cap > r->window)
 		cap = r->window;
 	w = stream_splice(&rank->ch[ci].s, fd, buf, cap, &bytes);
