@@ -241,6 +241,29 @@ static inline struct sp *sp_caps(uint64_t stream, uint64_t job, uint64_t total)
 					     .store_max = total});
 }
 
+/* A running job of @n bytes of @in by user @uid, with a blocking reader
+ * (*rd) opened at 0 before its first byte and never read: it keeps all
+ * of the job's bytes from any cap.  Its rank: *rk. */
+static inline void pinned_job_of(struct sp *s, const char *ns, uint32_t uid,
+			  const char *in, size_t n, router_reader_t **rd,
+			  router_rank_t **rk)
+{
+	router_proc_t p;
+	struct router_rank_info info = {.pid = 1, .host = "h", .uid = uid,
+					.gid = uid, .job_size = 1};
+
+	assert_int_equal(router_proc_set(&p, ns, 0), 0);
+	assert_int_equal(router_rank_register(s->h->r, &p, &info, NULL, NULL,
+					      rk),
+			 0);
+	assert_int_equal(router_reader_open(router_job_lookup(s->h->r, ns), 0,
+					    ROUTER_CH_STDOUT, 0, NULL, NULL,
+					    rd),
+			 0);
+	for (size_t at = 0; at < n; at += 1000)
+		h_put(s->h, ns, 0, ROUTER_CH_STDOUT, in + at, 1000, 0, 0, NULL);
+}
+
 /* Read all of a stream from offset 0; returns the bytes got. */
 static inline size_t read_all(router_job_t *job, uint32_t rank, uint32_t ch,
 		       char *out, size_t cap)
